@@ -1,0 +1,1 @@
+"""Example environments shipped with maze-lab; installed as ``maze_lab.examples``."""

@@ -1,0 +1,1 @@
+"""The online guillotine 2D cutting-stock example environment."""

@@ -1,0 +1,91 @@
+"""Raw event logs: the events of each episode, written as one TSV file per event type."""
+
+from __future__ import annotations
+
+import csv
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from maze_lab.core.events.event_record import EventRecord
+
+
+class EpisodeEventLog:
+    """All events of one episode, step by step."""
+
+    def __init__(self, episode_id: Any, step_event_logs: Sequence[Sequence[EventRecord]]):
+        self.episode_id = episode_id
+        self.step_event_logs = step_event_logs
+
+    def query_events(self, event_spec: Callable | type | Sequence) -> list[EventRecord]:
+        """Events of the episode matching an event method, a topic class, or a list of those."""
+        specs = list(event_spec) if isinstance(event_spec, list | tuple) else [event_spec]
+        return [
+            ev
+            for step in self.step_event_logs
+            for ev in step
+            if any(ev.interface_method is s or ev.interface_class is s for s in specs)
+        ]
+
+    def __len__(self) -> int:
+        return len(self.step_event_logs)
+
+
+class EventLogWriter(ABC):
+    """Receives the event log of each finished episode."""
+
+    @abstractmethod
+    def write(self, episode_log: EpisodeEventLog) -> None:
+        """Write one episode."""
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float | int | str | bool) or value is None:
+        return str(value)
+    try:
+        return json.dumps(value)
+    except TypeError:
+        return repr(value)
+
+
+class TSVEventLogWriter(EventLogWriter):
+    """Appends each event to ``<log_dir>/<Topic>.<event>.tsv`` with columns episode_id, step and the event's
+    attributes (one file per event type, as in Maze)."""
+
+    def __init__(self, log_dir: str | Path, skip_topics: Sequence[str] = ("ObservationEvents",)):
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.skip_topics = set(skip_topics)
+        self._headers: dict[str, list[str]] = {}
+
+    def write(self, episode_log: EpisodeEventLog) -> None:
+        """Append the episode's events."""
+        rows: dict[str, list[list[str]]] = {}
+        for step, events in enumerate(episode_log.step_event_logs):
+            for ev in events:
+                topic = ev.interface_class.__name__
+                if topic in self.skip_topics:
+                    continue
+                name = f"{topic}.{ev.interface_method.__name__}"
+                header = self._headers.get(name)
+                if header is None:
+                    header = self._headers[name] = ["episode_id", "step", *ev.attributes.keys()]
+                rows.setdefault(name, []).append(
+                    [str(episode_log.episode_id), str(step)] + [_cell(ev.attributes.get(h)) for h in header[2:]]
+                )
+        for name, lines in rows.items():
+            path = self.log_dir / f"{name}.tsv"
+            new = not path.exists()
+            with path.open("a", newline="") as fh:
+                w = csv.writer(fh, delimiter="\t", lineterminator="\n")
+                if new:
+                    w.writerow(self._headers[name])
+                w.writerows(lines)

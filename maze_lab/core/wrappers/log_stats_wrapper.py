@@ -1,0 +1,129 @@
+"""LogStatsWrapper: turns the events of each step into step, episode and epoch statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from maze_lab.core.events.event_record import EventRecord
+from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode, stats_value
+from maze_lab.core.log_stats.base_events import BaseEnvEvents
+from maze_lab.core.log_stats.event_log import EpisodeEventLog, EventLogWriter
+from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.wrappers.wrapper import Wrapper
+
+_REWARD = BaseEnvEvents.reward
+_KPI = BaseEnvEvents.kpi
+
+
+class LogStatsWrapper(Wrapper):
+    """Collects the events of every step, reduces them at episode end and writes epoch statistics.
+
+    Place it on top of every wrapper that fires events (e.g. MazeEnvMonitoringWrapper).
+
+    :param logging_prefix: prefix of the statistics (``train``, ``eval``); None for none.
+    :param writers: writers that receive each epoch's statistics (console, TensorBoard, StatsStore).
+    :param event_log_writers: writers that receive the raw event log of each finished episode.
+    """
+
+    def __init__(self, env: Any, logging_prefix: str | None = None, writers: list[LogStatsWriter] | None = None,
+                 event_log_writers: list[EventLogWriter] | None = None):
+        super().__init__(env)
+        self.logging_prefix = logging_prefix
+        self.writers: list[LogStatsWriter] = list(writers or [])
+        self.event_log_writers: list[EventLogWriter] = list(event_log_writers or [])
+        self.epoch_aggregator = EpochStatsAggregator()
+        self.epoch = 0
+        self.last_episode_stats: LogStats = {}
+        self._context = env.context
+        self._service = self._context.event_service
+        self._steps: list[list[EventRecord]] = []
+        self._cur: list[EventRecord] = []
+        self._reward = 0.0
+        self._read_list: list | None = None
+        self._read_n = 0
+        self._time = 0
+
+    def _pull_events(self) -> None:
+        events = self._service._step_events
+        if events is not self._read_list:
+            self._read_list, self._read_n = events, 0
+        n = len(events)
+        if n > self._read_n:
+            self._cur.extend(events[self._read_n:n])
+            self._read_n = n
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        """Step and record the events and reward of the step."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._pull_events()
+        self._reward += reward
+        now = self._context.step_id
+        if now != self._time or terminated or truncated:
+            self._time = now
+            self._close_step()
+            if terminated or truncated:
+                self._close_episode()
+        return obs, reward, terminated, truncated, info
+
+    def _close_step(self) -> None:
+        cur = self._cur
+        cur.append(EventRecord(BaseEnvEvents, _REWARD, {"value": float(self._reward)}))
+        self._steps.append(cur)
+        self._cur = []
+        self._reward = 0.0
+
+    def _close_episode(self) -> None:
+        steps = self._steps
+        if not steps:
+            return
+        self._steps = []
+        calc = self.env.get_kpi_calculator() if hasattr(self.env, "get_kpi_calculator") else None
+        log = EpisodeEventLog(self._context.episode_id, steps)
+        if calc is not None:
+            kpis = calc.calculate_kpis(log, self.env.get_maze_state())
+            steps[-1].extend(EventRecord(BaseEnvEvents, _KPI, {"name": k, "value": float(v)}) for k, v in kpis.items())
+        stats = aggregate_episode(steps, self._service.topics)
+        self.last_episode_stats = stats
+        self.epoch_aggregator.add_episode(stats)
+        for w in self.event_log_writers:
+            w.write(log)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Close an unfinished episode (its statistics count), then reset."""
+        if self._cur and not self._steps:
+            self._cur = []
+        if self._steps:
+            if self._cur:
+                self._close_step()
+            self._close_episode()
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._cur, self._reward, self._time = [], 0.0, self._context.step_id
+        self._read_list = None
+        self._pull_events()  # events fired during reset count towards the first step
+        return obs, info
+
+    # --- statistics access ------------------------------------------------------------------------
+    def write_epoch_stats(self) -> LogStats:
+        """Reduce the episodes collected since the last call, send them to the writers and return them."""
+        stats = self.epoch_aggregator.reduce()
+        self.epoch += 1
+        for w in self.writers:
+            w.write(self.logging_prefix, self.epoch, stats)
+        return stats
+
+    def get_stats(self, level: str = "epoch") -> LogStats:
+        """Statistics of the last finished episode (``episode``) or the last written epoch (``epoch``)."""
+        if level == "episode":
+            return self.last_episode_stats
+        if level == "epoch":
+            return self.epoch_aggregator.last_stats
+        raise ValueError(f"level must be 'episode' or 'epoch', got {level!r}")
+
+    def get_stats_value(self, event: Any, level: str = "epoch", name: str | None = None,
+                        group: tuple | None = None) -> Any:
+        """One statistic, e.g. ``get_stats_value(BaseEnvEvents.reward, "epoch", "mean")``."""
+        return stats_value(self.get_stats(level), event, name, group)
+
+    def add_writer(self, writer: LogStatsWriter) -> None:
+        """Register another epoch statistics writer."""
+        self.writers.append(writer)

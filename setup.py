@@ -1,0 +1,16 @@
+"""Maps widgets/ and examples/ into the maze_lab namespace; everything else is in pyproject.toml."""
+
+from setuptools import find_packages, setup
+
+ROOTS = {"maze_lab": "maze_lab", "maze_lab.widgets": "widgets", "maze_lab.examples": "examples"}
+
+packages, package_dir = [], {}
+for name, folder in ROOTS.items():
+    package_dir[name] = folder
+    packages.append(name)
+    for sub in find_packages(where=folder):
+        packages.append(f"{name}.{sub}")
+        package_dir[f"{name}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
+packages = sorted(set(packages))
+
+setup(packages=packages, package_dir=package_dir)

@@ -1,0 +1,1 @@
+"""Notebook dashboards and viewers (ipywidgets + plotly); installed as ``maze_lab.widgets``."""
