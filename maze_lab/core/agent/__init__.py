@@ -1,0 +1,38 @@
+"""Policies, critics and actor-critics."""
+
+from maze_lab.core.agent.heuristic_policy import DummyCartPolePolicy, HeuristicPolicy
+from maze_lab.core.agent.policy import Policy
+from maze_lab.core.agent.random_policy import RandomPolicy
+from maze_lab.core.agent.torch_actor_critic import ActorCriticOutput, TorchActorCritic
+from maze_lab.core.agent.torch_model import TorchModel
+from maze_lab.core.agent.torch_policy import PolicySubStepOutput, TorchPolicy
+from maze_lab.core.agent.torch_state_action_critic import (
+    TorchSharedStateActionCritic,
+    TorchStateActionCritic,
+    TorchStepStateActionCritic,
+)
+from maze_lab.core.agent.torch_state_critic import (
+    TorchDeltaStateCritic,
+    TorchSharedStateCritic,
+    TorchStateCritic,
+    TorchStepStateCritic,
+)
+
+__all__ = [
+    "ActorCriticOutput",
+    "DummyCartPolePolicy",
+    "HeuristicPolicy",
+    "Policy",
+    "PolicySubStepOutput",
+    "RandomPolicy",
+    "TorchActorCritic",
+    "TorchDeltaStateCritic",
+    "TorchModel",
+    "TorchPolicy",
+    "TorchSharedStateActionCritic",
+    "TorchSharedStateCritic",
+    "TorchStateActionCritic",
+    "TorchStateCritic",
+    "TorchStepStateActionCritic",
+    "TorchStepStateCritic",
+]

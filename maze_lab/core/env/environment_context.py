@@ -12,6 +12,9 @@ class EnvironmentContext:
         self.event_service = EventService()
         self.step_id = 0
         self.episode_id = 0
+        # wrappers that buffer values of pass-through events themselves (for speed) register a callable here
+        # that returns and clears {(event method, group): [values]}; the LogStatsWrapper collects them
+        self.episode_buffers: list = []
 
     def increment_env_step(self) -> None:
         """A full env step (all sub-steps) has been completed."""

@@ -52,6 +52,10 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         self.check_spaces = check_spaces
         self._action_checks = {k: dict_action_checker(s, f"policy key {k!r}") for k, s in self._action_spaces.items()}
         self._obs_checks = {k: observation_checker(s, f"policy key {k!r}") for k, s in self._observation_spaces.items()}
+        # flat core envs (actor_id not overridden) always act with key 0: skip the per-step actor lookups
+        self._flat_key = 0 if type(core_env).actor_id is CoreEnv.actor_id and 0 in self._action_spaces else None
+        self._service = core_env.context.event_service
+        self._context = core_env.context
         self._has_reset = False
         self._last_obs: dict | None = None
         self._last_maze_action = None
@@ -98,16 +102,20 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         """Convert the action, step the core env and convert the resulting state."""
         if not self._has_reset:
             raise EnvNotResetError(f"{type(self).__name__}.step() was called before reset(); call env.reset() first")
-        key = self.core_env.actor_id().step_key
+        flat_key = self._flat_key
+        core_env = self.core_env
+        key = flat_key if flat_key is not None else core_env.actor_id().step_key
         if self.check_spaces:
             self._action_checks[key](action)
         maze_action = self.action_conversion_dict[key].space_to_maze(action, self._last_maze_state)
-        self.context.event_service.clear_step()
-        maze_state, reward, terminated, truncated, info = self.core_env.step(maze_action)
-        self.context.increment_env_step()
+        service = self._service
+        if service._step_events:
+            service._step_events = []  # a new list: consumers holding the old one see the step ended
+        maze_state, reward, terminated, truncated, info = core_env.step(maze_action)
+        self._context.step_id += 1
         self._last_maze_state = maze_state
         self._last_maze_action = maze_action
-        next_key = self.core_env.actor_id().step_key
+        next_key = flat_key if flat_key is not None else core_env.actor_id().step_key
         obs = self.observation_conversion_dict[next_key].maze_to_space(maze_state)
         if self.check_spaces:
             self._obs_checks[next_key](obs)

@@ -40,26 +40,46 @@ class StatKey(NamedTuple):
 LogStats = dict[StatKey, Any]
 
 
-def _value_of(stats: EventStats, event: EventRecord) -> Any:
-    attrs = event.attributes
-    names = stats.value_names()
-    if not names:
-        return None
-    if len(names) == 1:
-        return attrs.get(names[0])
-    return {n: attrs.get(n) for n in names}
+class _Plan:
+    """Pre-computed handling of one event method (cached: the hot path of episode aggregation)."""
+
+    __slots__ = ("stats", "group_by", "value_name", "value_names", "passthrough", "empty_defs")
+
+    def __init__(self, stats: EventStats):
+        self.stats = stats
+        self.group_by = stats.group_by
+        names = stats.value_names()
+        self.value_names = names
+        self.value_name = names[0] if len(names) == 1 else None
+        self.passthrough = all(d.reduce_fn is None for d in stats.step)
+        self.empty_defs = [d for d in stats.step if d.can_reduce_empty]
+
+    def value(self, attrs: dict) -> Any:
+        if self.value_name is not None:
+            return attrs.get(self.value_name)
+        if not self.value_names:
+            return None
+        return {n: attrs.get(n) for n in self.value_names}
 
 
-def _group_of(stats: EventStats, event: EventRecord) -> tuple | None:
-    if not stats.group_by:
-        return None
-    return tuple(event.attributes.get(g) for g in stats.group_by)
+_PLANS: dict[Callable, _Plan | None] = {}
+_TOPIC_METHODS: dict[type, list[Callable]] = {}
 
 
-def _empty_step_defs(stats: EventStats) -> list[StatDef]:
-    if stats.empty_step_defs is None:
-        stats.empty_step_defs = [d for d in stats.step if d.can_reduce_empty]
-    return stats.empty_step_defs
+def _plan_for(method: Callable) -> _Plan | None:
+    plan = _PLANS.get(method, _PLANS)
+    if plan is _PLANS:
+        stats = get_event_stats(method)
+        plan = _Plan(stats) if stats is not None and stats.step else None
+        _PLANS[method] = plan
+    return plan  # type: ignore[return-value]
+
+
+def _topic_methods(topic: type) -> list[Callable]:
+    methods = _TOPIC_METHODS.get(topic)
+    if methods is None:
+        methods = _TOPIC_METHODS[topic] = list(event_methods(topic).values())
+    return methods
 
 
 def _pick(inputs: dict[str | None, list], d: StatDef, where: str, event: Callable) -> list:
@@ -73,76 +93,92 @@ def _pick(inputs: dict[str | None, list], d: StatDef, where: str, event: Callabl
     )
 
 
-def _reduce_level(inputs: dict[str | None, list], defs: Sequence[StatDef], where: str, event: Callable) -> dict:
-    out: dict[str | None, Any] = {}
-    for d in defs:
-        values = _pick(inputs, d, where, event)
-        out[d.output_name] = list(values) if d.reduce_fn is None else d.reduce_fn(values)
-    return out
-
-
-def aggregate_episode(step_logs: Sequence[Sequence[EventRecord]], topics: Iterable[type] = ()) -> LogStats:
+def aggregate_episode(
+    step_logs: Sequence[Sequence[EventRecord]],
+    topics: Iterable[type] = (),
+    buffered: dict[tuple, list] | None = None,
+    step_reduced: dict[tuple, dict[str | None, list]] | None = None,
+) -> LogStats:
     """Reduce the events of one episode (a list of per-step event lists) to episode statistics.
 
     :param topics: the event topics of the env; counting statistics of their ungrouped events are
         zero-filled for steps (and episodes) in which the event did not occur.
+    :param buffered: values of pass-through events (step statistic None) that a wrapper buffered itself
+        instead of dispatching event objects, keyed by (event method, group).
+    :param step_reduced: step statistics computed elsewhere, keyed by (event method, group), e.g. the
+        per-step reward sums of the LogStatsWrapper.
     """
     n_steps = len(step_logs)
-    # (event method, group) -> step-level name -> list over steps (or over values for pass-through)
-    step_values: dict[tuple[Callable, tuple | None], dict[str | None, list]] = {}
-    seen_in_step: dict[tuple[Callable, tuple | None], int] = {}
-    for events in step_logs:
-        per_step: dict[tuple[Callable, tuple | None], list] = {}
+    passthrough: dict[tuple, list] = {}
+    if buffered:
+        for key, values in buffered.items():
+            if _plan_for(key[0]) is not None:
+                passthrough[key] = values
+    reducing: dict[tuple, dict[int, list]] = {}
+    for i, events in enumerate(step_logs):
         for ev in events:
-            stats = get_event_stats(ev.interface_method)
-            if stats is None or not stats.step:
+            method = ev.interface_method
+            plan = _PLANS.get(method, _PLANS)
+            if plan is _PLANS:
+                plan = _plan_for(method)
+            if plan is None:
                 continue
-            key = (ev.interface_method, _group_of(stats, ev))
-            bucket = per_step.get(key)
-            if bucket is None:
-                per_step[key] = bucket = []
-            bucket.append(_value_of(stats, ev))
-        for key, values in per_step.items():
-            stats = get_event_stats(key[0])
-            outs = step_values.get(key)
-            if outs is None:
-                step_values[key] = outs = {}
-            for d in stats.step:
-                lst = outs.get(d.output_name)
+            attrs = ev.attributes
+            if plan.group_by:
+                key = (method, tuple([attrs.get(g) for g in plan.group_by]))
+            else:
+                key = (method, None)
+            vn = plan.value_name
+            value = attrs.get(vn) if vn is not None else plan.value(attrs)
+            if plan.passthrough:
+                lst = passthrough.get(key)
                 if lst is None:
-                    outs[d.output_name] = lst = []
-                if d.reduce_fn is None:
-                    lst.extend(values)
-                else:
-                    lst.append(d.reduce_fn(values))
-            seen_in_step[key] = seen_in_step.get(key, 0) + 1
+                    passthrough[key] = lst = []
+                lst.append(value)
+            else:
+                per_step = reducing.get(key)
+                if per_step is None:
+                    reducing[key] = per_step = {}
+                bucket = per_step.get(i)
+                if bucket is None:
+                    per_step[i] = bucket = []
+                bucket.append(value)
 
-    # zero-fill counting statistics for steps without the event
-    known: set[Callable] = set()
     for topic in topics:
-        known.update(event_methods(topic).values())
-    for method in known:
-        stats = get_event_stats(method)
-        if stats is None or stats.group_by:
-            continue
-        empty_defs = _empty_step_defs(stats)
-        if not empty_defs:
-            continue
-        key = (method, None)
-        missing = n_steps - seen_in_step.get(key, 0)
-        if missing <= 0 and key in step_values:
-            continue
-        outs = step_values.setdefault(key, {})
-        for d in empty_defs:
-            outs.setdefault(d.output_name, []).extend([d.reduce_fn([])] * missing)
+        for method in _topic_methods(topic):
+            plan = _plan_for(method)
+            if plan is None or plan.group_by or not plan.empty_defs or plan.passthrough:
+                continue
+            reducing.setdefault((method, None), {})
+
+    step_values: dict[tuple, dict[str | None, list]] = dict(step_reduced or {})
+    for key in step_values:
+        _plan_for(key[0])
+    for key, values in passthrough.items():
+        step_values[key] = {d.output_name: values for d in _PLANS[key[0]].stats.step}
+    for key, per_step in reducing.items():
+        plan = _PLANS[key[0]]
+        outs: dict[str | None, list] = {}
+        missing = n_steps - len(per_step)
+        for d in plan.stats.step:
+            if d.reduce_fn is None:
+                outs[d.output_name] = [v for b in per_step.values() for v in b]
+            else:
+                fn = d.reduce_fn
+                lst = [fn(b) for b in per_step.values()]
+                if missing > 0 and d in plan.empty_defs:
+                    lst.extend([fn([])] * missing)
+                outs[d.output_name] = lst
+        step_values[key] = outs
 
     episode: LogStats = {}
     for (method, group), inputs in step_values.items():
-        stats = get_event_stats(method)
+        stats = _PLANS[method].stats
         if not stats.episode:
             continue
-        for name, value in _reduce_level(inputs, stats.episode, "episode", method).items():
-            episode[StatKey(method, name, group)] = value
+        for d in stats.episode:
+            values = _pick(inputs, d, "episode", method)
+            episode[StatKey(method, d.output_name, group)] = list(values) if d.reduce_fn is None else d.reduce_fn(values)
     return episode
 
 

@@ -17,9 +17,11 @@ from maze_lab.core.events.event_record import EventRecord
 class EpisodeEventLog:
     """All events of one episode, step by step."""
 
-    def __init__(self, episode_id: Any, step_event_logs: Sequence[Sequence[EventRecord]]):
+    def __init__(self, episode_id: Any, step_event_logs: Sequence[Sequence[EventRecord]],
+                 step_rewards: Sequence[float] | None = None):
         self.episode_id = episode_id
         self.step_event_logs = step_event_logs
+        self.step_rewards = list(step_rewards) if step_rewards is not None else None
 
     def query_events(self, event_spec: Callable | type | Sequence) -> list[EventRecord]:
         """Events of the episode matching an event method, a topic class, or a list of those."""
@@ -69,6 +71,10 @@ class TSVEventLogWriter(EventLogWriter):
     def write(self, episode_log: EpisodeEventLog) -> None:
         """Append the episode's events."""
         rows: dict[str, list[list[str]]] = {}
+        if episode_log.step_rewards is not None:
+            rows["BaseEnvEvents.reward"] = [[str(episode_log.episode_id), str(i), _cell(r)]
+                                            for i, r in enumerate(episode_log.step_rewards)]
+            self._headers.setdefault("BaseEnvEvents.reward", ["episode_id", "step", "value"])
         for step, events in enumerate(episode_log.step_event_logs):
             for ev in events:
                 topic = ev.interface_class.__name__

@@ -37,6 +37,7 @@ class LogStatsWrapper(Wrapper):
         self._context = env.context
         self._service = self._context.event_service
         self._steps: list[list[EventRecord]] = []
+        self._step_rewards: list[float] = []
         self._cur: list[EventRecord] = []
         self._reward = 0.0
         self._read_list: list | None = None
@@ -55,7 +56,9 @@ class LogStatsWrapper(Wrapper):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Step and record the events and reward of the step."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._pull_events()
+        events = self._service._step_events
+        if events and (events is not self._read_list or len(events) > self._read_n):
+            self._pull_events()
         self._reward += reward
         now = self._context.step_id
         if now != self._time or terminated or truncated:
@@ -66,23 +69,25 @@ class LogStatsWrapper(Wrapper):
         return obs, reward, terminated, truncated, info
 
     def _close_step(self) -> None:
-        cur = self._cur
-        cur.append(EventRecord(BaseEnvEvents, _REWARD, {"value": float(self._reward)}))
-        self._steps.append(cur)
+        self._steps.append(self._cur)
+        self._step_rewards.append(self._reward)
         self._cur = []
         self._reward = 0.0
 
     def _close_episode(self) -> None:
-        steps = self._steps
+        steps, rewards = self._steps, self._step_rewards
+        buffered: dict = {}
+        for pop in self._context.episode_buffers:
+            buffered.update(pop())
         if not steps:
             return
-        self._steps = []
+        self._steps, self._step_rewards = [], []
         calc = self.env.get_kpi_calculator() if hasattr(self.env, "get_kpi_calculator") else None
-        log = EpisodeEventLog(self._context.episode_id, steps)
+        log = EpisodeEventLog(self._context.episode_id, steps, rewards)
         if calc is not None:
             kpis = calc.calculate_kpis(log, self.env.get_maze_state())
             steps[-1].extend(EventRecord(BaseEnvEvents, _KPI, {"name": k, "value": float(v)}) for k, v in kpis.items())
-        stats = aggregate_episode(steps, self._service.topics)
+        stats = aggregate_episode(steps, self._service.topics, buffered, {(_REWARD, None): {None: rewards}})
         self.last_episode_stats = stats
         self.epoch_aggregator.add_episode(stats)
         for w in self.event_log_writers:
@@ -96,6 +101,9 @@ class LogStatsWrapper(Wrapper):
             if self._cur:
                 self._close_step()
             self._close_episode()
+        else:
+            for pop in self._context.episode_buffers:
+                pop()
         obs, info = self.env.reset(seed=seed, options=options)
         self._cur, self._reward, self._time = [], 0.0, self._context.step_id
         self._read_list = None

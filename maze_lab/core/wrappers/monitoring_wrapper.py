@@ -1,13 +1,11 @@
-"""MazeEnvMonitoringWrapper: fires observation, action and reward events for statistics and dashboards."""
+"""MazeEnvMonitoringWrapper: records observations, actions and rewards for statistics and dashboards."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
-from maze_lab.core.events.event_record import EventRecord
 from maze_lab.core.log_stats.base_events import (
     ContinuousActionEvents,
     DiscreteActionEvents,
@@ -18,12 +16,15 @@ from maze_lab.core.wrappers.wrapper import Wrapper
 
 _OBS_ORIG = ObservationEvents.observation_original
 _OBS_PROC = ObservationEvents.observation_processed
-_REWARD = RewardEvents.step_reward
+_REWARD = (RewardEvents.step_reward, None)
 
 
 class MazeEnvMonitoringWrapper(Wrapper):
-    """Records observations (as produced by the MazeEnv and as returned here), actions and rewards as events.
+    """Records observations (as produced by the MazeEnv and as returned here), actions and rewards.
 
+    The values are statistics of the built-in topics DiscreteActionEvents / ContinuousActionEvents,
+    ObservationEvents and RewardEvents. For speed they are appended to per-episode buffers instead of being
+    dispatched as event objects; the LogStatsWrapper above collects the buffers at the end of each episode.
     Put it at the top of the processing wrappers and below the LogStatsWrapper.
     """
 
@@ -33,53 +34,85 @@ class MazeEnvMonitoringWrapper(Wrapper):
         self.observation_logging = observation_logging
         self.action_logging = action_logging
         self.reward_logging = reward_logging
-        self._service = env.context.event_service
+        self._context = env.context
         self._inner = self.unwrapped
-        # per policy key: list of (name, topic, method, is_discrete) for each action head
-        self._action_heads: dict[Any, list[tuple[str, type, Any]]] = {}
+        self._flat_key = next(iter(self.action_spaces_dict)) if len(self.action_spaces_dict) == 1 else None
+        # buffer keys (event method, (policy key, head name)) for each policy key's action heads
+        self._action_keys: dict[Any, list[tuple[str, tuple]]] = {}
         for key, space in self.action_spaces_dict.items():
-            heads = []
-            for name, sub in space.spaces.items():
-                if isinstance(sub, gym.spaces.Box):
-                    heads.append((name, ContinuousActionEvents, ContinuousActionEvents.action))
-                else:
-                    heads.append((name, DiscreteActionEvents, DiscreteActionEvents.action))
-            self._action_heads[key] = heads
-        for topic in (ContinuousActionEvents, DiscreteActionEvents, ObservationEvents, RewardEvents):
-            if topic not in self._service.topics:
-                self._service.topics.append(topic)
+            self._action_keys[key] = [
+                (name, (ContinuousActionEvents.action if isinstance(sub, gym.spaces.Box)
+                        else DiscreteActionEvents.action, (key, name)))
+                for name, sub in space.spaces.items()
+            ]
+        self._collected = False
+        self._new_buffers()
+        self._context.episode_buffers.append(self.pop_episode_buffers)
+
+    def _new_buffers(self) -> None:
+        self._buffers: dict[tuple, list] = {}
+        self._rewards: list[float] = []
+        # direct references to the flat env's lists: the per-step path is a few list appends
+        self._flat_actions: list[tuple[str, list]] = []
+        self._flat_obs: list[tuple[str, list]] = []
+        if self._flat_key is not None:
+            self._flat_actions = [(name, self._buffer(bkey)) for name, bkey in self._action_keys[self._flat_key]]
+            obs_space = self.observation_spaces_dict[self._flat_key]
+            self._flat_obs = [(n, self._buffer((_OBS_ORIG, (self._flat_key, n)))) for n in obs_space.spaces]
+
+    def _buffer(self, key: tuple) -> list:
+        lst = self._buffers.get(key)
+        if lst is None:
+            self._buffers[key] = lst = []
+        return lst
+
+    def pop_episode_buffers(self) -> dict[tuple, list]:
+        """Hand over and clear the values recorded in this episode."""
+        buffers = {k: v for k, v in self._buffers.items() if v}
+        if self.reward_logging and self._rewards:
+            buffers[_REWARD] = self._rewards
+        self._new_buffers()
+        self._collected = True
+        return buffers
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Step, then record the action taken, the reward and the new observation."""
-        key = self.env.actor_id().step_key
+        flat = self._flat_key is not None
+        key = self._flat_key if flat else self.env.actor_id().step_key
         obs, reward, terminated, truncated, info = self.env.step(action)
-        record = self._service.record
         if self.action_logging:
-            for name, topic, method in self._action_heads[key]:
-                value = action[name]
-                if isinstance(value, np.ndarray) and value.ndim == 0:
-                    value = value.item()
-                record(EventRecord(topic, method, {"step_key": key, "name": name, "value": value}))
+            if flat:
+                for name, lst in self._flat_actions:
+                    lst.append(action[name])
+            else:
+                for name, bkey in self._action_keys[key]:
+                    self._buffer(bkey).append(action[name])
         if self.reward_logging:
-            record(EventRecord(RewardEvents, _REWARD, {"value": float(reward)}))
+            self._rewards.append(reward)
         if self.observation_logging:
-            self._log_observation(obs)
+            if flat and self._inner._last_obs is obs:
+                for name, lst in self._flat_obs:
+                    lst.append(obs[name])
+            else:
+                self._log_observation(obs)
         return obs, reward, terminated, truncated, info
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         """Reset and record the first observation."""
+        if not self._collected:
+            self._new_buffers()  # nobody collects (no LogStatsWrapper above): do not grow without bound
+        self._collected = False
         obs, info = self.env.reset(seed=seed, options=options)
         if self.observation_logging:
             self._log_observation(obs)
         return obs, info
 
     def _log_observation(self, obs: dict) -> None:
-        key = self.env.actor_id().step_key
-        record = self._service.record
-        original = getattr(self._inner, "_last_obs", None)
+        key = self._flat_key if self._flat_key is not None else self.env.actor_id().step_key
+        original = self._inner._last_obs
         if original is not None:
             for name, value in original.items():
-                record(EventRecord(ObservationEvents, _OBS_ORIG, {"step_key": key, "name": name, "value": value}))
+                self._buffer((_OBS_ORIG, (key, name))).append(value)
         if original is not obs:
             for name, value in obs.items():
-                record(EventRecord(ObservationEvents, _OBS_PROC, {"step_key": key, "name": name, "value": value}))
+                self._buffer((_OBS_PROC, (key, name))).append(value)
