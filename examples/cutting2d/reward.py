@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from maze_lab.core.env.interfaces import RewardAggregatorInterface
-from maze_lab.examples.cutting2d.env.events import CuttingEvents, InventoryEvents
+
+from .env.events import CuttingEvents, InventoryEvents
 
 _REPLENISHED = InventoryEvents.piece_replenished
 _INVALID_PIECE = CuttingEvents.invalid_piece_selected

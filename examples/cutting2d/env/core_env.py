@@ -10,11 +10,12 @@ import numpy as np
 from maze_lab.core.env.core_env import CoreEnv
 from maze_lab.core.env.interfaces import RewardAggregatorInterface
 from maze_lab.core.utils.factory import Factory
-from maze_lab.examples.cutting2d.env.events import CuttingEvents, InventoryEvents
-from maze_lab.examples.cutting2d.env.inventory import Inventory
-from maze_lab.examples.cutting2d.env.kpi_calculator import Cutting2DKpiCalculator
-from maze_lab.examples.cutting2d.env.maze_state import Cutting2DMazeAction, Cutting2DMazeState, Piece, as_piece
-from maze_lab.examples.cutting2d.env.renderer import Cutting2DRenderer
+
+from .events import CuttingEvents, InventoryEvents
+from .inventory import Inventory
+from .kpi_calculator import Cutting2DKpiCalculator
+from .maze_state import Cutting2DMazeAction, Cutting2DMazeState, Piece, as_piece
+from .renderer import Cutting2DRenderer
 
 RESET_OPTIONS = ("inventory", "demand_index")
 
@@ -57,7 +58,7 @@ class Cutting2DCoreEnvironment(CoreEnv):
                  static_demand: Any = (30, 15), reward_aggregator: RewardAggregatorInterface | Mapping | None = None,
                  max_steps: int | None = None, random_demand: bool = False):
         super().__init__()
-        from maze_lab.examples.cutting2d.reward import DefaultRewardAggregator
+        from ..reward import DefaultRewardAggregator
 
         self.max_pieces_in_inventory = int(max_pieces_in_inventory)
         self.raw_piece_size: Piece = as_piece(raw_piece_size, "raw_piece_size")
@@ -141,18 +142,16 @@ class Cutting2DCoreEnvironment(CoreEnv):
         demand = self.current_demand
         piece_id = int(maze_action.piece_id)
         if not 0 <= piece_id < inventory.size():
-            self.cutting_events.invalid_piece_selected(piece_id=piece_id, inventory_size=inventory.size())
+            # events are published with positional arguments: cheaper to dispatch than keywords
+            self.cutting_events.invalid_piece_selected(piece_id, inventory.size())
             info = {"error": "piece_id_out_of_bounds"}
         else:
             piece = inventory.piece(piece_id)
             if inventory.cut(piece_id, demand, bool(maze_action.rotate), bool(maze_action.reverse_cutting_order)):
-                self.cutting_events.valid_cut(current_demand=demand, piece_to_cut=piece,
-                                              raw_piece_size=self.raw_piece_size,
-                                              cutting_area=float(demand[0] * demand[1]))
+                self.cutting_events.valid_cut(demand, piece, self.raw_piece_size, float(demand[0] * demand[1]))
                 info = {"msg": "valid_cut"}
             else:
-                self.cutting_events.invalid_cut(current_demand=demand, piece_to_cut=piece,
-                                                raw_piece_size=self.raw_piece_size)
+                self.cutting_events.invalid_cut(demand, piece, self.raw_piece_size)
                 info = {"error": "invalid_cut"}
         inventory.ensure_raw_piece()
         inventory.log_step_statistics()
@@ -169,8 +168,8 @@ class Cutting2DCoreEnvironment(CoreEnv):
     # --- state and components --------------------------------------------------------------------------
     def get_maze_state(self) -> Cutting2DMazeState:
         """A snapshot of the inventory and the order of the next step."""
-        return Cutting2DMazeState(self.inventory.snapshot(), self.max_pieces_in_inventory, self.current_demand,
-                                  self.raw_piece_size)
+        return Cutting2DMazeState.trusted(self.inventory.snapshot(), self.max_pieces_in_inventory,
+                                          self.current_demand, self.raw_piece_size)
 
     @property
     def step_count(self) -> int:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from maze_lab.examples.cutting2d.env.events import InventoryEvents
-from maze_lab.examples.cutting2d.env.maze_state import Piece
+from .events import InventoryEvents
+from .maze_state import Piece
 
 
 class Inventory:
@@ -79,7 +79,7 @@ class Inventory:
         if n == self.max_pieces_in_inventory:
             oldest = self._pop(0)
             n -= 1
-            self.inventory_events.piece_discarded(piece=oldest)
+            self.inventory_events.piece_discarded(oldest)
         self._pieces[n, 0] = piece[0]
         self._pieces[n, 1] = piece[1]
         self._n = n + 1
@@ -100,7 +100,7 @@ class Inventory:
 
     def log_step_statistics(self) -> None:
         """Report the fill level once per step."""
-        self.inventory_events.pieces_in_inventory(value=self._n)
+        self.inventory_events.pieces_in_inventory(self._n)
 
     def _pop(self, index: int) -> Piece:
         x, y = self._pieces[index].tolist()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from maze_lab.core.env.interfaces import KpiCalculator
-from maze_lab.examples.cutting2d.env.events import InventoryEvents
+
+from .events import InventoryEvents
 
 
 class Cutting2DKpiCalculator(KpiCalculator):

@@ -43,6 +43,17 @@ class Cutting2DMazeState:
         self.current_demand: Piece = (int(current_demand[0]), int(current_demand[1]))
         self.raw_piece_size: Piece = (int(raw_piece_size[0]), int(raw_piece_size[1]))
 
+    @classmethod
+    def trusted(cls, inventory: np.ndarray, max_pieces_in_inventory: int, current_demand: Piece,
+                raw_piece_size: Piece) -> Cutting2DMazeState:
+        """Build from values already in canonical form (an owned (n, 2) int64 array, int tuples), unchecked."""
+        state = cls.__new__(cls)
+        state.inventory = inventory
+        state.max_pieces_in_inventory = max_pieces_in_inventory
+        state.current_demand = current_demand
+        state.raw_piece_size = raw_piece_size
+        return state
+
     @property
     def pieces(self) -> list[Piece]:
         """The inventory as a list of ``(x, y)`` tuples, oldest first."""

@@ -9,8 +9,8 @@ import numpy as np
 from maze_lab.core.log_stats.event_decorators import (
     define_episode_stats,
     define_epoch_stats,
-    define_step_stats,
     define_stats_grouping,
+    define_step_stats,
     histogram,
 )
 

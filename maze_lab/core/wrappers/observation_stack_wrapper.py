@@ -70,9 +70,9 @@ class ObservationStackWrapper(ObservationWrapper):
         drop = set()
         for cfg in self.stack_config:
             obs = cfg["observation"]
-            if obs not in spaces:
+            if obs not in space.spaces:
                 continue
-            sub = spaces[obs]
+            sub = space.spaces[obs]
             if not isinstance(sub, gym.spaces.Box):
                 raise TypeError(f"ObservationStackWrapper: observation '{obs}' of policy key {step_key!r} is {sub}; "
                                 f"only Box observations can be stacked (one-hot encode discrete ones first)")

@@ -137,6 +137,9 @@ class ShapeNormalizationBlock(PerceptionBlock):
             (key, torch.Size(shape), len(shape), nd - 1)
             for key, shape, nd in zip(self.in_keys, self.in_shapes, self.in_num_dims, strict=True)
         ]
+        # True where inputs of shape (batch, *in_shape) need no reshaping: an InferenceBlock that has checked its
+        # own inputs may then call normalized_forward directly
+        self.accepts_batched_input_directly = all(len(shape) == n for _, shape, _, n in self._specs)
 
     @staticmethod
     def _shape_hint(n: int) -> str:

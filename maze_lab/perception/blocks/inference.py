@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import nn
 
-from maze_lab.perception.blocks.base import PerceptionBlock, Shape, ShapeError, TensorDict
+from maze_lab.perception.blocks.base import PerceptionBlock, Shape, ShapeError, ShapeNormalizationBlock, TensorDict
 
 
 class InferenceBlock(PerceptionBlock):
@@ -37,6 +38,9 @@ class InferenceBlock(PerceptionBlock):
         self._order: list[PerceptionBlock] = [self.perception_dict[n] for lvl in self.execution_plan.values()
                                               for n in lvl]
         self._out_shapes = [self._tensor_shapes[k] for k in self.out_keys]
+        self._in_specs = [(k, torch.Size(s), len(s)) for k, s in zip(self.in_keys, self.in_shapes, strict=True)]
+        self._plan = [(isinstance(b, ShapeNormalizationBlock) and b.accepts_batched_input_directly, b)
+                      for b in self._order]
 
     def _build_execution_plan(self) -> None:
         """Topologically sort the blocks level by level and check that the linked shapes agree."""
@@ -76,14 +80,40 @@ class InferenceBlock(PerceptionBlock):
                              f"{sorted(available)}")
 
     def forward(self, block_input: TensorDict) -> TensorDict:
-        """Run all blocks in execution order and return the out_keys tensors."""
+        """Run all blocks in execution order and return the out_keys tensors.
+
+        Inputs may have any leading (batch/time) dims, the same for all inputs; they are checked once here,
+        flattened to one batch dim, and restored on the outputs.
+        """
         tensors = dict(block_input)
-        for key in self.in_keys:
-            if key not in tensors:
+        lead = None
+        for key, shape, n in self._in_specs:
+            t = tensors.get(key)
+            if t is None:
                 raise KeyError(f"InferenceBlock: missing input '{key}'; expected inputs {self.in_keys}, got "
                                f"{sorted(block_input)}")
-        for block in self._order:
-            tensors.update(block(tensors))
+            s = t.shape
+            nd = len(s)
+            if nd < n or s[nd - n :] != shape:
+                raise ShapeError(f"InferenceBlock: input '{key}' has shape {tuple(s)}, expected "
+                                 f"(*batch_dims, {', '.join(map(str, shape))})")
+            this_lead = s[: nd - n]
+            if lead is None:
+                lead = this_lead
+            elif this_lead != lead:
+                raise ShapeError(f"InferenceBlock: inputs disagree in their leading (batch) dims: "
+                                 f"'{self.in_keys[0]}' has {tuple(lead)}, '{key}' has {tuple(this_lead)}")
+        flat = len(lead) != 1
+        if flat:
+            for key, shape, _ in self._in_specs:
+                tensors[key] = tensors[key].reshape((-1, *shape))
+        for direct, block in self._plan:
+            if direct and not (block._forward_hooks or block._forward_pre_hooks):
+                tensors.update(block.normalized_forward(tensors))
+            else:
+                tensors.update(block(tensors))
+        if flat:
+            return {k: tensors[k].reshape((*lead, *tensors[k].shape[1:])) for k in self.out_keys}
         return {k: tensors[k] for k in self.out_keys}
 
     def out_shapes(self) -> list[Shape]:

@@ -1,0 +1,36 @@
+"""Model composers: policies, critics and distribution mapper for an env's spaces."""
+
+from maze_lab.perception.composers.base import BaseModelComposer
+from maze_lab.perception.composers.critics import (
+    BaseStateActionCriticComposer,
+    BaseStateCriticComposer,
+    CriticComposerInterface,
+    DeltaStateCriticComposer,
+    SharedStateActionCriticComposer,
+    SharedStateCriticComposer,
+    StateActionCriticComposer,
+    StateCriticComposer,
+    StepStateActionCriticComposer,
+    StepStateCriticComposer,
+)
+from maze_lab.perception.composers.custom import CustomModelComposer
+from maze_lab.perception.composers.policies import BasePolicyComposer, ProbabilisticPolicyComposer
+from maze_lab.perception.composers.template import TemplateModelComposer
+
+__all__ = [
+    "BaseModelComposer",
+    "BasePolicyComposer",
+    "BaseStateActionCriticComposer",
+    "BaseStateCriticComposer",
+    "CriticComposerInterface",
+    "CustomModelComposer",
+    "DeltaStateCriticComposer",
+    "ProbabilisticPolicyComposer",
+    "SharedStateActionCriticComposer",
+    "SharedStateCriticComposer",
+    "StateActionCriticComposer",
+    "StateCriticComposer",
+    "StepStateActionCriticComposer",
+    "StepStateCriticComposer",
+    "TemplateModelComposer",
+]

@@ -1,0 +1,1 @@
+"""Ready-made networks for the custom model composer."""

@@ -1,0 +1,106 @@
+"""Algorithm configurations of the actor-critic trainers (defaults as in Maze's a2c.yaml / ppo.yaml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from maze_lab.train.trainers.common.schedules import Schedule
+
+
+@dataclass
+class ActorCriticAlgorithmConfig:
+    """Parameters shared by A2C and PPO."""
+
+    n_epochs: int = 0
+    """Number of epochs to train (0: until stopped or early-stopped)."""
+    epoch_length: int = 25
+    """Updates per epoch."""
+    deterministic_eval: bool = False
+    """Evaluate with the most likely action instead of sampling."""
+    eval_repeats: int = 2
+    """Episodes per evaluation (when the trainer builds its own evaluator)."""
+    patience: int = 15
+    """Stop after this many epochs without a new best evaluation reward."""
+    critic_burn_in_epochs: int = 0
+    """Epochs in which only the critic is trained."""
+    n_rollout_steps: int = 100
+    """Agent actions (sub-steps) per env in each rollout."""
+    lr: float | Schedule = 0.0005
+    """Learning rate, or a schedule over training progress."""
+    gamma: float = 0.98
+    """Discount factor."""
+    gae_lambda: float = 1.0
+    """Bias/variance trade-off of the generalized advantage estimator."""
+    policy_loss_coef: float = 1.0
+    """Weight of the policy loss."""
+    value_loss_coef: float = 0.5
+    """Weight of the value loss."""
+    entropy_coef: float = 0.00025
+    """Weight of the entropy bonus."""
+    max_grad_norm: float = 0.0
+    """Clip the global gradient norm to this value (0: no clipping)."""
+    device: str = "cpu"
+    """``cpu`` or ``cuda``."""
+    rollout_evaluator: Any = None
+    """An evaluator (e.g. RolloutEvaluator) run after each epoch; None for no evaluation."""
+    normalize_advantages: bool = False
+    """Normalize advantages per (mini)batch to zero mean and unit std."""
+    seed: int | None = None
+    """Seed of torch's generator for action sampling and minibatch order (None: leave unseeded)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form settings that are stored with the run but not used by the trainer."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("epoch_length", "n_rollout_steps"):
+            if int(getattr(self, name)) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.gamma <= 1.0:
+            problems.append(f"gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            problems.append(f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        if self.max_grad_norm < 0:
+            problems.append(f"max_grad_norm must be >= 0 (0 disables clipping), got {self.max_grad_norm}")
+        if problems:
+            raise ValueError(f"{type(self).__name__}: " + "; ".join(problems))
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Names of all parameters."""
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ActorCriticAlgorithmConfig:
+        """Build from a dict; unknown keys raise an error listing the valid ones."""
+        unknown = sorted(set(values) - set(cls.field_names()))
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown parameter(s) {unknown}; valid: {cls.field_names()}")
+        return cls(**values)
+
+
+@dataclass
+class A2CAlgorithmConfig(ActorCriticAlgorithmConfig):
+    """A2C: one gradient step per rollout."""
+
+
+@dataclass
+class PPOAlgorithmConfig(ActorCriticAlgorithmConfig):
+    """PPO: several epochs of minibatch updates per rollout on the clipped surrogate objective."""
+
+    lr: float | Schedule = 0.00025
+    """Learning rate, or a schedule."""
+    batch_size: int = 100
+    """Minibatch size (samples per policy key)."""
+    n_optimization_epochs: int = 4
+    """Passes over each rollout."""
+    clip_range: float | Schedule = 0.2
+    """Clipping parameter of the surrogate loss, or a schedule."""
+    normalize_advantages: bool = True
+    """Normalize advantages per minibatch."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.batch_size < 1 or self.n_optimization_epochs < 1:
+            raise ValueError(f"PPOAlgorithmConfig: batch_size and n_optimization_epochs must be >= 1, got "
+                             f"{self.batch_size} and {self.n_optimization_epochs}")

@@ -1,0 +1,60 @@
+"""Evaluation of a policy by rollouts on a (vector) env."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from maze_lab.core.log_stats.aggregation import StatKey
+from maze_lab.core.log_stats.base_events import BaseEnvEvents
+from maze_lab.train.trainers.common.model_selection import BestModelSelection
+
+
+class RolloutEvaluator:
+    """Runs ``n_episodes`` episodes with the policy and reports the mean episode reward.
+
+    :param eval_env: a vector env (its statistics are written with its logging prefix, e.g. ``eval``).
+    :param n_episodes: episodes per evaluation.
+    :param model_selection: receives each evaluation's mean reward.
+    :param deterministic: act with the most likely action instead of sampling.
+    """
+
+    def __init__(self, eval_env: Any, n_episodes: int = 8, model_selection: BestModelSelection | None = None,
+                 deterministic: bool = False):
+        if n_episodes < 1:
+            raise ValueError(f"n_episodes must be >= 1, got {n_episodes}")
+        self.eval_env = eval_env
+        self.n_episodes = n_episodes
+        self.model_selection = model_selection
+        self.deterministic = deterministic
+        self.last_stats: dict = {}
+
+    def evaluate(self, policy: Any, epoch: int | None = None, seed: int | None = None) -> float:
+        """Run the episodes; returns the mean episode reward (also written to the eval env's writers)."""
+        env = self.eval_env
+        if seed is not None:
+            env.seed(seed)
+        obs = env.reset()
+        # the reset closed unfinished episodes of the last evaluation: they must not count now
+        env.n_finished_episodes  # noqa: B018 - collects episodes from worker processes
+        env.epoch_aggregator.reduce()
+        finished = 0
+        if hasattr(policy, "eval"):
+            policy.eval()
+        with torch.inference_mode():
+            while finished < self.n_episodes:
+                actor = env.actor_id()
+                action = policy.compute_action(obs, actor_id=actor, deterministic=self.deterministic)
+                obs, _, terminated, truncated, _ = env.step(action)
+                finished += int((terminated | truncated).sum())
+                if finished >= self.n_episodes:
+                    break
+        if hasattr(policy, "train"):
+            policy.train()
+        stats = env.write_epoch_stats(epoch)
+        self.last_stats = stats
+        reward = float(stats[StatKey(BaseEnvEvents.reward, "mean", None)])
+        if self.model_selection is not None:
+            self.model_selection.update(reward, epoch or 0)
+        return reward

@@ -1,0 +1,87 @@
+"""Rollouts of a policy on a vector env into per-sub-step records (policy key, obs, actions, log-probs...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from maze_lab.core.env.structured_env import StepKey
+
+
+@dataclass
+class SubStepRecord:
+    """One agent action in every env of the vector env (all envs act with the same policy key)."""
+
+    key: StepKey
+    obs: dict[str, np.ndarray]
+    actions: dict[str, np.ndarray]
+    log_prob: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    bootstrap: list[tuple[int, dict[str, np.ndarray]]] = field(default_factory=list)
+    """(env index, last observation) of episodes cut off by a time limit: their value is bootstrapped."""
+
+
+@dataclass
+class Rollout:
+    """A sequence of sub-step records plus what is needed to bootstrap after the last one."""
+
+    records: list[SubStepRecord]
+    next_obs: dict[str, np.ndarray]
+    next_key: StepKey
+    first_key: StepKey
+    n_envs: int
+
+    @property
+    def n_actions(self) -> int:
+        """Agent actions (sub-steps) taken in all envs together."""
+        return len(self.records) * self.n_envs
+
+
+class RolloutGenerator:
+    """Steps a vector env with a torch policy and records what the trainers need.
+
+    :param env: a vector env (SequentialVectorEnv or SubprocVectorEnv).
+    """
+
+    def __init__(self, env: Any):
+        self.env = env
+        self._obs: dict[str, np.ndarray] | None = None
+        self.first_key: StepKey | None = None
+        self.env_steps = 0
+
+    def reset(self, seed: int | None = None) -> None:
+        """Reset the envs (env i with ``seed + i``)."""
+        if seed is not None:
+            self.env.seed(seed)
+        self._obs = self.env.reset()
+        self.first_key = self.env.actor_id().step_key
+
+    def rollout(self, policy: Any, n_steps: int) -> Rollout:
+        """Collect ``n_steps`` agent actions in every env, sampling from the policy."""
+        if self._obs is None:
+            self.reset()
+        env = self.env
+        obs = self._obs
+        records = []
+        for _ in range(n_steps):
+            key = env.actor_id().step_key
+            with torch.inference_mode():
+                out = policy.compute_substep_policy_output(policy.obs_to_torch(obs), key)
+                actions_t = out.prob_dist.sample()
+                log_prob = out.prob_dist.joint_log_prob(actions_t)
+            actions = {k: v.cpu().numpy() for k, v in actions_t.items()}
+            next_obs, reward, terminated, truncated, infos = env.step(actions)
+            record = SubStepRecord(key, obs, actions, log_prob.cpu().numpy(), reward, terminated, truncated)
+            if truncated.any():
+                for i in np.flatnonzero(truncated & ~terminated):
+                    record.bootstrap.append((int(i), infos[i]["terminal_observation"]))
+            records.append(record)
+            obs = next_obs
+        self._obs = obs
+        self.env_steps += n_steps * env.n_envs
+        return Rollout(records, obs, env.actor_id().step_key, self.first_key, env.n_envs)

@@ -1,0 +1,428 @@
+"""Vector envs: several env instances stepped together, in process (sequential) or one process each.
+
+All envs of a vector env must act with the same policy key at the same time (flat envs and structured envs
+with a fixed sub-step order do). Finished envs reset themselves; the last observation of a truncated
+episode is handed over in ``info["terminal_observation"]`` so that trainers can bootstrap from it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from maze_lab.core.env.structured_env import ActorID, StepKey
+from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, stats_value
+from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+
+EnvFactory = Callable[[], Any]
+
+
+def stack_observations(observations: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Stack a list of dict observations into one dict of arrays with a leading env dimension."""
+    first = observations[0]
+    return {k: np.stack([np.asarray(o[k]) for o in observations]) for k in first}
+
+
+def unstack_actions(actions: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Split a dict of batched actions into one action dict per env (0-d entries become Python scalars)."""
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    for k, v in actions.items():
+        arr = np.asarray(v)
+        if arr.shape[:1] != (n,):
+            raise ValueError(f"action '{k}' has shape {arr.shape}; a vector env of {n} envs expects ({n}, ...)")
+        if arr.ndim == 1:
+            values = arr.tolist()
+            for i in range(n):
+                out[i][k] = values[i]
+        else:
+            for i in range(n):
+                out[i][k] = arr[i]
+    return out
+
+
+def _ensure_log_stats(env: Any) -> LogStatsWrapper:
+    if isinstance(env, LogStatsWrapper):
+        return env
+    return LogStatsWrapper.wrap(env)
+
+
+class VectorEnvWorkerError(RuntimeError):
+    """An env raised inside a worker process; the message carries the worker's traceback."""
+
+
+class VectorEnv(ABC):
+    """Common interface and statistics handling of vector envs.
+
+    :param logging_prefix: prefix of this vector env's statistics (``train``, ``eval``).
+    :param writers: writers that receive the epoch statistics.
+    """
+
+    def __init__(self, n_envs: int, logging_prefix: str | None = None, writers: list[LogStatsWriter] | None = None):
+        self.n_envs = n_envs
+        self.logging_prefix = logging_prefix
+        self.writers: list[LogStatsWriter] = list(writers or [])
+        self.epoch_aggregator = EpochStatsAggregator()
+        self.epoch = 0
+        self._base_seed: int | None = None
+
+    # spaces and structure, taken from the first env
+    observation_spaces_dict: dict[StepKey, Any]
+    action_spaces_dict: dict[StepKey, Any]
+    agent_counts_dict: dict[StepKey, int]
+
+    @abstractmethod
+    def reset(self) -> dict[str, np.ndarray]:
+        """Reset all envs; returns the stacked first observations."""
+
+    @abstractmethod
+    def step(self, actions: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
+                                                              np.ndarray, list[dict]]:
+        """Step all envs with batched actions; returns stacked obs, rewards, terminated, truncated, infos."""
+
+    @abstractmethod
+    def actor_id(self) -> ActorID:
+        """The actor that acts next (the same in all envs)."""
+
+    @abstractmethod
+    def get_actor_rewards(self) -> np.ndarray | None:
+        """Per-env, per-actor rewards of the last step (n_envs, n_actors), where the envs provide them."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close all envs (and stop worker processes)."""
+
+    def seed(self, seed: int | None) -> None:
+        """Env i is reset with ``seed + i`` at the next reset."""
+        self._base_seed = seed
+
+    def _seeds(self) -> list[int | None]:
+        base, self._base_seed = self._base_seed, None
+        return [None if base is None else base + i for i in range(self.n_envs)]
+
+    def write_epoch_stats(self, epoch: int | None = None) -> LogStats:
+        """Reduce the episodes finished since the last call and send them to the writers."""
+        self._collect_episodes()
+        stats = self.epoch_aggregator.reduce()
+        self.epoch = self.epoch + 1 if epoch is None else epoch
+        for w in self.writers:
+            w.write(self.logging_prefix, self.epoch, stats)
+        return stats
+
+    def _collect_episodes(self) -> None:
+        """Bring episode statistics of all envs into ``epoch_aggregator`` (subprocess envs override)."""
+
+    def get_stats(self) -> LogStats:
+        """The last written epoch statistics."""
+        return self.epoch_aggregator.last_stats
+
+    def get_stats_value(self, event: Any, name: str | None = None, group: tuple | None = None) -> Any:
+        """One statistic of the last written epoch."""
+        return stats_value(self.get_stats(), event, name, group)
+
+    @property
+    def n_finished_episodes(self) -> int:
+        """Episodes finished since the last ``write_epoch_stats``."""
+        self._collect_episodes()
+        return self.epoch_aggregator.n_episodes
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.n_envs
+
+
+class SequentialVectorEnv(VectorEnv):
+    """All envs in this process, stepped one after the other (fastest for cheap envs such as CartPole).
+
+    :param env_factories: one factory per env, each returning a maze-lab env (a LogStatsWrapper is added where
+        the env has none).
+    """
+
+    def __init__(self, env_factories: Sequence[EnvFactory], logging_prefix: str | None = None,
+                 writers: list[LogStatsWriter] | None = None):
+        if not env_factories:
+            raise ValueError("SequentialVectorEnv needs at least one env factory")
+        super().__init__(len(env_factories), logging_prefix, writers)
+        self.envs = [_ensure_log_stats(f()) for f in env_factories]
+        for env in self.envs:
+            env.epoch_aggregator = self.epoch_aggregator  # all episodes land in one place
+        first = self.envs[0]
+        self.observation_spaces_dict = first.observation_spaces_dict
+        self.action_spaces_dict = first.action_spaces_dict
+        self.agent_counts_dict = first.agent_counts_dict
+        self._flat = len(self.action_spaces_dict) == 1
+        self._flat_actor = ActorID(next(iter(self.action_spaces_dict)), 0)
+
+    def reset(self) -> dict[str, np.ndarray]:
+        """Reset every env (with ``seed + i`` after ``seed()``)."""
+        return stack_observations([env.reset(seed=s)[0] for env, s in zip(self.envs, self._seeds(), strict=True)])
+
+    def step(self, actions: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
+                                                              np.ndarray, list[dict]]:
+        """Step each env; finished envs are reset."""
+        n = self.n_envs
+        per_env = unstack_actions(actions, n)
+        obs_list, infos = [], []
+        rewards = np.empty(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        for i, env in enumerate(self.envs):
+            obs, r, te, tr, info = env.step(per_env[i])
+            rewards[i], terminated[i], truncated[i] = r, te, tr
+            if te or tr:
+                info = dict(info)
+                info["terminal_observation"] = obs
+                obs, _ = env.reset()
+            obs_list.append(obs)
+            infos.append(info)
+        return stack_observations(obs_list), rewards, terminated, truncated, infos
+
+    def actor_id(self) -> ActorID:
+        """The common actor of all envs."""
+        if self._flat:
+            return self._flat_actor
+        ids = [env.actor_id() for env in self.envs]
+        if any(i.step_key != ids[0].step_key for i in ids[1:]):
+            raise RuntimeError(f"envs of a vector env act with different policy keys {ids}; vector envs need "
+                               f"envs that step their policy keys in the same order")
+        return ids[0]
+
+    def get_actor_rewards(self) -> np.ndarray | None:
+        """Per-actor rewards of every env, or None."""
+        rewards = [env.get_actor_rewards() for env in self.envs]
+        if any(r is None for r in rewards):
+            return None
+        return np.stack([np.asarray(r, dtype=np.float64) for r in rewards])
+
+    def close(self) -> None:
+        """Close every env."""
+        for env in self.envs:
+            env.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# subprocess vector env
+
+
+def _worker(conn: Any, payload: bytes) -> None:
+    """Worker process main loop: builds its envs and serves step/reset commands until told to close."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles interrupts and shuts workers down
+    try:
+        factories = cloudpickle.loads(payload)
+        envs = [_ensure_log_stats(f()) for f in factories]
+        conn.send(("ok", (envs[0].observation_spaces_dict, envs[0].action_spaces_dict, envs[0].agent_counts_dict)))
+    except BaseException:  # noqa: BLE001 - report anything, including import errors, to the main process
+        conn.send(("error", traceback.format_exc()))
+        conn.close()
+        return
+    while True:
+        try:
+            cmd, data = conn.recv()
+        except (EOFError, OSError):
+            break
+        try:
+            if cmd == "step":
+                results = []
+                for env, action in zip(envs, data, strict=True):
+                    obs, r, te, tr, info = env.step(action)
+                    if te or tr:
+                        info = dict(info)
+                        info["terminal_observation"] = obs
+                        obs, _ = env.reset()
+                    results.append((obs, r, te, tr, info, env.actor_id(), env.get_actor_rewards()))
+                episodes = _pop_episodes(envs)
+                conn.send(("ok", (results, episodes)))
+            elif cmd == "reset":
+                obs = [env.reset(seed=s)[0] for env, s in zip(envs, data, strict=True)]
+                conn.send(("ok", (obs, [env.actor_id() for env in envs])))
+            elif cmd == "episodes":
+                conn.send(("ok", _pop_episodes(envs)))
+            elif cmd == "call":
+                name, args, kwargs = data
+                conn.send(("ok", [getattr(env, name)(*args, **kwargs) for env in envs]))
+            elif cmd == "close":
+                for env in envs:
+                    env.close()
+                conn.send(("ok", None))
+                break
+            else:
+                conn.send(("error", f"unknown command {cmd!r}"))
+        except BaseException:  # noqa: BLE001
+            conn.send(("error", traceback.format_exc()))
+    conn.close()
+
+
+def _pop_episodes(envs: list[LogStatsWrapper]) -> list[LogStats]:
+    out: list[LogStats] = []
+    for env in envs:
+        agg = env.epoch_aggregator
+        if agg.n_episodes:
+            with agg._lock:
+                out.extend(agg._episodes)
+                agg._episodes = []
+    return out
+
+
+class SubprocVectorEnv(VectorEnv):
+    """Each group of envs in its own worker process (one env per process by default).
+
+    Factories are sent with cloudpickle, so lambdas and notebook-defined functions work. An exception in a
+    worker is raised here as VectorEnvWorkerError with the worker's traceback, and all workers are shut down.
+
+    :param n_workers: number of processes (envs are split evenly); default one per env.
+    :param start_method: multiprocessing start method; ``spawn`` is safe in kernels with threads.
+    """
+
+    def __init__(self, env_factories: Sequence[EnvFactory], logging_prefix: str | None = None,
+                 writers: list[LogStatsWriter] | None = None, n_workers: int | None = None,
+                 start_method: str = "spawn"):
+        if not env_factories:
+            raise ValueError("SubprocVectorEnv needs at least one env factory")
+        super().__init__(len(env_factories), logging_prefix, writers)
+        n_workers = min(n_workers or len(env_factories), len(env_factories))
+        self._groups = [list(range(len(env_factories)))[i::n_workers] for i in range(n_workers)]
+        self._order = [i for g in self._groups for i in g]
+        ctx = mp.get_context(start_method)
+        self._conns, self.processes = [], []
+        self._closed = False
+        try:
+            for group in self._groups:
+                parent, child = ctx.Pipe()
+                payload = cloudpickle.dumps([env_factories[i] for i in group])
+                proc = ctx.Process(target=_worker, args=(child, payload), daemon=True)
+                proc.start()
+                child.close()
+                self._conns.append(parent)
+                self.processes.append(proc)
+            infos = [self._receive(c) for c in self._conns]
+        except BaseException:
+            self.close()
+            raise
+        self.observation_spaces_dict, self.action_spaces_dict, self.agent_counts_dict = infos[0]
+        self._actor = ActorID(next(iter(self.action_spaces_dict)), 0)
+        self._actor_rewards: np.ndarray | None = None
+
+    def _receive(self, conn: Any) -> Any:
+        try:
+            status, data = conn.recv()
+        except (EOFError, OSError) as err:
+            self.close()
+            raise VectorEnvWorkerError("a vector env worker process died without reporting an error") from err
+        if status == "error":
+            self.close()
+            raise VectorEnvWorkerError(f"an env raised in a worker process:\n{data}")
+        return data
+
+    def _scatter(self, values: list[Any]) -> list[list[Any]]:
+        return [[values[i] for i in group] for group in self._groups]
+
+    def _gather(self, per_group: list[list[Any]]) -> list[Any]:
+        out: list[Any] = [None] * self.n_envs
+        for group, values in zip(self._groups, per_group, strict=True):
+            for i, v in zip(group, values, strict=True):
+                out[i] = v
+        return out
+
+    def reset(self) -> dict[str, np.ndarray]:
+        """Reset every env."""
+        for conn, seeds in zip(self._conns, self._scatter(self._seeds()), strict=True):
+            conn.send(("reset", seeds))
+        replies = [self._receive(c) for c in self._conns]
+        obs = self._gather([r[0] for r in replies])
+        self._set_actor(self._gather([r[1] for r in replies]))
+        return stack_observations(obs)
+
+    def _set_actor(self, ids: list[ActorID]) -> None:
+        if any(i.step_key != ids[0].step_key for i in ids[1:]):
+            raise RuntimeError(f"envs of a vector env act with different policy keys {ids}")
+        self._actor = ids[0]
+
+    def step(self, actions: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
+                                                              np.ndarray, list[dict]]:
+        """Step all workers in parallel."""
+        per_env = unstack_actions(actions, self.n_envs)
+        for conn, acts in zip(self._conns, self._scatter(per_env), strict=True):
+            conn.send(("step", acts))
+        replies = [self._receive(c) for c in self._conns]
+        results = self._gather([r[0] for r in replies])
+        for r in replies:
+            for ep in r[1]:
+                self.epoch_aggregator.add_episode(ep)
+        obs = stack_observations([r[0] for r in results])
+        rewards = np.array([r[1] for r in results], dtype=np.float64)
+        terminated = np.array([r[2] for r in results], dtype=bool)
+        truncated = np.array([r[3] for r in results], dtype=bool)
+        infos = [r[4] for r in results]
+        self._set_actor([r[5] for r in results])
+        actor_rewards = [r[6] for r in results]
+        self._actor_rewards = None if any(a is None for a in actor_rewards) else np.stack(
+            [np.asarray(a, dtype=np.float64) for a in actor_rewards])
+        return obs, rewards, terminated, truncated, infos
+
+    def actor_id(self) -> ActorID:
+        """The common actor of all envs."""
+        return self._actor
+
+    def get_actor_rewards(self) -> np.ndarray | None:
+        """Per-actor rewards of the last step."""
+        return self._actor_rewards
+
+    def _collect_episodes(self) -> None:
+        if self._closed:
+            return
+        for conn in self._conns:
+            conn.send(("episodes", None))
+        for conn in self._conns:
+            for ep in self._receive(conn):
+                self.epoch_aggregator.add_episode(ep)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
+        """Call a method on every env (in env order) and return the results."""
+        for conn in self._conns:
+            conn.send(("call", (name, args, kwargs)))
+        return self._gather([self._receive(c) for c in self._conns])
+
+    def close(self) -> None:
+        """Stop all workers; processes that do not exit in time are terminated, then killed."""
+        if self._closed:
+            return
+        self._closed = True
+        for conn in self._conns:
+            try:
+                conn.send(("close", None))
+            except (BrokenPipeError, OSError):
+                pass
+        for conn in self._conns:
+            try:
+                if conn.poll(2.0):
+                    conn.recv()
+            except (EOFError, OSError):
+                pass
+            conn.close()
+        for proc in self.processes:
+            proc.join(timeout=2.0)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=2.0)
+            if proc.is_alive() and proc.pid is not None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.join(timeout=1.0)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
