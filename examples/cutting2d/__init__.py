@@ -5,6 +5,7 @@ Every order must be cut from a piece of the inventory; the goal is to use as few
 so 180 steps need 30 raw pieces plus the one in stock at the start, 31 in all.
 """
 
+from pathlib import Path
 from typing import Any
 
 from .env import (
@@ -35,10 +36,13 @@ SIMPLE_PROBLEM: dict[str, Any] = {
 }
 SIMPLE_PROBLEM_OPTIMUM = 31
 
+CONF_DIR = Path(__file__).parent / "conf"
+"""Config groups of the example (env, wrappers, model, policy), for a config search path."""
+
 __all__ = [
-    "SIMPLE_PROBLEM", "SIMPLE_PROBLEM_OPTIMUM", "ActionConversion", "Cutting2DCoreEnvironment", "Cutting2DEnvironment",
-    "Cutting2DKpiCalculator", "Cutting2DMazeAction", "Cutting2DMazeState", "Cutting2DRenderer", "CuttingEvents",
-    "DefaultRewardAggregator", "GreedyPolicy", "Inventory", "InventoryEvents", "MaskedStructuredCutting2DEnvironment",
-    "ObservationConversion", "RawPieceUsageRewardAggregator", "StructuredCutting2DEnvironment", "make_masked_env",
-    "make_struct_env", "maze_env_factory",
+    "CONF_DIR", "SIMPLE_PROBLEM", "SIMPLE_PROBLEM_OPTIMUM", "ActionConversion", "Cutting2DCoreEnvironment",
+    "Cutting2DEnvironment", "Cutting2DKpiCalculator", "Cutting2DMazeAction", "Cutting2DMazeState",
+    "Cutting2DRenderer", "CuttingEvents", "DefaultRewardAggregator", "GreedyPolicy", "Inventory", "InventoryEvents",
+    "MaskedStructuredCutting2DEnvironment", "ObservationConversion", "RawPieceUsageRewardAggregator",
+    "StructuredCutting2DEnvironment", "make_masked_env", "make_struct_env", "maze_env_factory",
 ]

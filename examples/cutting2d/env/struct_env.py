@@ -111,7 +111,7 @@ class StructuredCutting2DEnvironment(Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(flat_action)
         self._flat_obs = obs
         self._sub_step = SELECTION_KEY
-        self._actor_rewards = np.full(2, reward / 2.0, dtype=np.float64)
+        self._actor_rewards = np.array([reward / 2.0, reward / 2.0], dtype=np.float64)
         return self._selection_obs(obs), reward, terminated, truncated, info
 
     # --- observations -------------------------------------------------------------------------------
@@ -142,11 +142,13 @@ class StructuredCutting2DEnvironment(Wrapper):
 
 def inventory_fit_mask(inventory: np.ndarray, ordered_piece: np.ndarray) -> np.ndarray:
     """1.0 for every inventory row that holds a piece the order fits into (in either orientation), else 0.0."""
-    o_short, o_long = (ordered_piece[0], ordered_piece[1]) if ordered_piece[0] <= ordered_piece[1] \
-        else (ordered_piece[1], ordered_piece[0])
+    a, b = float(ordered_piece[0]), float(ordered_piece[1])
+    o_short, o_long = (a, b) if a <= b else (b, a)
     x, y = inventory[:, 0], inventory[:, 1]
-    short, long = np.minimum(x, y), np.maximum(x, y)
-    return ((short >= o_short) & (long >= o_long) & (short > 0)).astype(np.float32)
+    fits = (np.minimum(x, y) >= o_short) & (np.maximum(x, y) >= o_long)
+    if o_short <= 0:  # a degenerate order would "fit" the zero padding of empty slots
+        fits &= x > 0
+    return fits.astype(np.float32)
 
 
 def cutting_fit_mask(selected_piece: np.ndarray, ordered_piece: np.ndarray) -> np.ndarray:

@@ -161,7 +161,9 @@ class ActorCriticTrainer(ABC):
             self._record(ActorCriticEvents.time_epoch, time.perf_counter() - epoch_start)
             stats = self._write_epoch_stats()
             if self.evaluator is not None:
-                self.last_eval_reward = self.evaluator.evaluate(self.policy, epoch=self.epoch)
+                # the same eval seed every epoch: evaluations compare policies on the same start states
+                eval_seed = None if self.config.seed is None else self.config.seed + 1_000_000
+                self.last_eval_reward = self.evaluator.evaluate(self.policy, epoch=self.epoch, seed=eval_seed)
             self.save_checkpoint()
             for cb in self.callbacks:
                 cb(self, stats)
@@ -276,12 +278,13 @@ class ActorCriticTrainer(ABC):
         return out, self.critic.predict_values({key: critic_in})[key].reshape(-1)
 
     def _check_finite(self, terms: dict[str, torch.Tensor]) -> None:
-        for name, t in terms.items():
-            if not torch.isfinite(t).all():
-                raise TrainingDivergedError(
-                    f"epoch {self.epoch + 1}, update {self.updates + 1}: loss term '{name}' is {t.item()}; "
-                    f"the last good checkpoint stays on disk. Lower the learning rate or check rewards/observations."
-                )
+        bad = {name: t.item() for name, t in terms.items() if not torch.isfinite(t).all()}
+        if bad:
+            listed = ", ".join(f"'{name}' is {value}" for name, value in bad.items())
+            raise TrainingDivergedError(
+                f"epoch {self.epoch + 1}, update {self.updates + 1}: loss term {listed}; the last good checkpoint "
+                f"stays on disk. Lower the learning rate or check rewards and observations for NaN/inf."
+            )
 
     def _step(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,120 @@
+"""Sequential and subprocess vector envs: seeding, auto-reset, statistics, worker errors and shutdown."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from scripted_env import make_script_env
+from training_utils import cartpole_factory
+
+from maze_lab.core.log_stats.base_events import BaseEnvEvents
+from maze_lab.core.log_stats.writers import StatsStore
+from maze_lab.train.vector_env import SequentialVectorEnv, SubprocVectorEnv, VectorEnvWorkerError
+
+
+def _drive(venv, n_steps=60, seed=3):
+    venv.seed(seed)
+    obs = venv.reset()
+    rng = np.random.default_rng(0)
+    trace = [obs["observation"].copy()]
+    for _ in range(n_steps):
+        obs, rewards, terminated, truncated, infos = venv.step({"action": rng.integers(0, 2, size=venv.n_envs)})
+        trace.append(obs["observation"].copy())
+    return np.stack(trace)
+
+
+def test_sequential_and_subprocess_agree():
+    seq = SequentialVectorEnv([cartpole_factory] * 3)
+    sub = SubprocVectorEnv([cartpole_factory] * 3, n_workers=2)
+    try:
+        np.testing.assert_array_equal(_drive(seq), _drive(sub))
+        seq.write_epoch_stats()
+        sub.write_epoch_stats()
+        for name in ("episode_count", "mean", "total_step_count"):
+            assert seq.get_stats_value(BaseEnvEvents.reward, name) == sub.get_stats_value(BaseEnvEvents.reward, name)
+        assert seq.get_stats_value(BaseEnvEvents.reward, "episode_count") > 0
+    finally:
+        seq.close()
+        sub.close()
+    assert all(not p.is_alive() for p in sub.processes)
+
+
+def test_seeds_differ_per_env_and_repeat():
+    venv = SequentialVectorEnv([cartpole_factory] * 2)
+    venv.seed(7)
+    first = venv.reset()["observation"]
+    assert not np.array_equal(first[0], first[1])
+    venv.seed(7)
+    np.testing.assert_array_equal(venv.reset()["observation"], first)
+
+
+def test_auto_reset_and_terminal_observation():
+    venv = SequentialVectorEnv([lambda: make_script_env(2)] * 2)
+    venv.reset()
+    venv.step({"n": np.array([1, 1])})
+    obs, rewards, terminated, truncated, infos = venv.step({"n": np.array([2, 3])})
+    assert terminated.tolist() == [True, True]
+    assert rewards.tolist() == [2.0, 3.0]
+    assert infos[0]["terminal_observation"]["t"].tolist() == [2.0]
+    assert obs["t"].tolist() == [[0.0], [0.0]]  # already reset
+
+
+def test_statistics_reach_writers():
+    store = StatsStore()
+    venv = SequentialVectorEnv([lambda: make_script_env(2)] * 2, logging_prefix="train", writers=[store])
+    venv.reset()
+    for actions in ([1, 2], [3, 0]):
+        venv.step({"n": np.array(actions)})
+    venv.write_epoch_stats()
+    df = store.to_dataframe()
+    mean = df[(df.event == "reward") & (df.name == "mean")]
+    assert mean.value.tolist() == [3.0]  # episode returns 1+3 and 2+0
+    assert (df.prefix == "train").all()
+
+
+def test_wrong_action_batch_shape():
+    venv = SequentialVectorEnv([cartpole_factory] * 2)
+    venv.reset()
+    with pytest.raises(ValueError, match=r"action 'action' has shape \(3,\); a vector env of 2 envs expects \(2, ...\)"):
+        venv.step({"action": np.zeros(3, dtype=np.int64)})
+
+
+class _Boom(Exception):
+    pass
+
+
+def _exploding_factory():
+    from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv
+
+    class Exploding(GymMazeEnv):
+        def step(self, action):
+            if self.get_env_time() >= 3:
+                raise _Boom("the env exploded at step 3")
+            return super().step(action)
+
+    return Exploding("CartPole-v1", render_mode=None)
+
+
+def test_worker_exception_surfaces_with_traceback_and_no_process_is_left():
+    venv = SubprocVectorEnv([_exploding_factory, cartpole_factory])
+    venv.reset()
+    with pytest.raises(VectorEnvWorkerError) as info:
+        for _ in range(10):
+            venv.step({"action": np.zeros(2, dtype=np.int64)})
+    message = str(info.value)
+    assert "the env exploded at step 3" in message
+    assert "Traceback" in message and "in step" in message
+    deadline = time.time() + 5
+    while any(p.is_alive() for p in venv.processes) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(p.is_alive() for p in venv.processes)
+
+
+def test_worker_factory_error_surfaces():
+    def bad_factory():
+        raise RuntimeError("cannot build this env")
+
+    with pytest.raises(VectorEnvWorkerError, match="cannot build this env"):
+        SubprocVectorEnv([bad_factory])
