@@ -8,9 +8,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-
-from maze_lab.core.env.space_checks import SpaceMismatchError
-from maze_lab.core.wrappers.gym_maze_env import GymnasiumEnvAdapter
 from maze_lab.examples.cutting2d import (
     SIMPLE_PROBLEM,
     Cutting2DMazeAction,
@@ -19,6 +16,9 @@ from maze_lab.examples.cutting2d import (
     make_struct_env,
     maze_env_factory,
 )
+
+from maze_lab.core.env.space_checks import SpaceMismatchError
+from maze_lab.core.wrappers.gym_maze_env import GymnasiumEnvAdapter
 
 SEED_SETTING = {"max_pieces_in_inventory": 200, "raw_piece_size": (100, 100), "static_demand": [(30, 15)]}
 

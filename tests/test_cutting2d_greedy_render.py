@@ -8,11 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
-
-from maze_lab.core.log_stats.base_events import BaseEnvEvents
-from maze_lab.core.utils.factory import Factory
-from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.core.wrappers.wrapper import wrap_env
 from maze_lab.examples.cutting2d import (
     CONF_DIR,
     SIMPLE_PROBLEM,
@@ -27,6 +22,11 @@ from maze_lab.examples.cutting2d import (
     make_struct_env,
     maze_env_factory,
 )
+
+from maze_lab.core.log_stats.base_events import BaseEnvEvents
+from maze_lab.core.utils.factory import Factory
+from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+from maze_lab.core.wrappers.wrapper import wrap_env
 
 GREEDY_RAW_PIECES = 31  # measured: greedy reaches the known optimum of the simple problem
 
@@ -65,6 +65,10 @@ def test_greedy_choices() -> None:
     obs["ordered_piece"] = np.array([3, 2], np.float32)
     assert GreedyPolicy().compute_action(obs) == {"piece_idx": 1, "cut_rotation": 1, "cut_order": 0}
     assert GreedyPolicy(structured=True).compute_action(obs) == {"piece_idx": 1}
+    struct = make_struct_env(max_pieces_in_inventory=5, raw_piece_size=(5, 5), static_demand=(3, 2))
+    assert GreedyPolicy().compute_action(obs, 0, env=struct) == {"piece_idx": 1}
+    assert GreedyPolicy().compute_action(obs, 0, env=maze_env_factory(max_pieces_in_inventory=5)) \
+        == {"piece_idx": 1, "cut_rotation": 1, "cut_order": 0}
     cut_obs = {"selected_piece": np.array([2, 4], np.float32), "ordered_piece": np.array([3, 2], np.float32)}
     assert GreedyPolicy().compute_action(cut_obs) == {"cut_rotation": 1, "cut_order": 0}
 

@@ -38,7 +38,8 @@ def _env(space: gym.spaces.Space) -> tuple[GymMazeEnv, RecordingEnv]:
 def test_split_multi_discrete_into_discrete_and_multi_discrete():
     env, inner = _env(gym.spaces.MultiDiscrete([3, 4, 5]))
     env = SplitActionsWrapper(env, split_config={"action": {"move": {"indices": [0]}, "turn": {"indices": [2, 1]}}})
-    assert env.action_space == gym.spaces.Dict({"move": gym.spaces.Discrete(3), "turn": gym.spaces.MultiDiscrete([5, 4])})
+    assert env.action_space == gym.spaces.Dict({"move": gym.spaces.Discrete(3),
+                                                "turn": gym.spaces.MultiDiscrete([5, 4])})
     env.reset(seed=0)
     env.step({"move": 2, "turn": np.array([4, 1])})
     np.testing.assert_array_equal(inner.last_action, [2, 1, 4])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import warnings
 
 import gymnasium as gym
@@ -13,7 +12,6 @@ from gymnasium.utils.env_checker import check_env
 from omegaconf import OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError
-from maze_lab.core.wrappers import wrapper as wrapper_module
 from maze_lab.core.wrappers.builtin import (
     DiscretizeActionsWrapper,
     ObservationNormalizationWrapper,
@@ -36,10 +34,6 @@ IMAGE_PIPELINE = [
     {"observation": "rgb_image-rgb2gray-resize_img", "_target_": "UnSqueezePreProcessor", "config": {"dim": -3}},
     {"observation": "categorical_feature", "_target_": "OneHotPreProcessor"},
 ]
-
-# wrap_env instantiates ``_target_`` dicts inside wrapper parameters unless the wrapper opts out
-_WRAP_ENV_HONOURS_OPT_OUT = "instantiate_params" in inspect.getsource(wrapper_module.wrap_env)
-
 
 def test_wrap_env_applies_wrappers_in_order_from_names_and_paths():
     env = wrap_env(GymMazeEnv("CartPole-v1"), {
@@ -69,9 +63,6 @@ def test_wrap_env_accepts_omegaconf_and_unknown_names_list_the_registry():
         wrap_env(GymMazeEnv("CartPole-v1"), {"TimeLimitWrapper": {"max_steps": 3}})
 
 
-@pytest.mark.xfail(not _WRAP_ENV_HONOURS_OPT_OUT, strict=True,
-                   reason="wrap_env instantiates the pre-processor _target_ entries itself; needs the "
-                          "instantiate_params opt-out in maze_lab/core/wrappers/wrapper.py")
 def test_wrap_env_with_pre_processing_and_normalization_config():
     env = wrap_env(GymMazeEnv(DictImageEnv()), {
         "TimeLimitWrapper": {"max_episode_steps": 5},

@@ -24,7 +24,6 @@ from .env import (
     make_struct_env,
     maze_env_factory,
 )
-from .policies import GreedyPolicy
 from .reward import DefaultRewardAggregator, RawPieceUsageRewardAggregator
 from .space_interfaces import ActionConversion, ObservationConversion
 
@@ -46,3 +45,12 @@ __all__ = [
     "MaskedStructuredCutting2DEnvironment", "ObservationConversion", "RawPieceUsageRewardAggregator",
     "StructuredCutting2DEnvironment", "make_masked_env", "make_struct_env", "maze_env_factory",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # GreedyPolicy builds on maze_lab.core.agent, which imports torch: load it only when asked for
+    if name == "GreedyPolicy":
+        from .policies import GreedyPolicy
+
+        return GreedyPolicy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,8 @@
-"""A greedy heuristic for the flat, structured and masked Cutting-2D envs."""
+"""A greedy heuristic for the flat, structured and masked Cutting-2D envs.
+
+Importing this module imports maze_lab.core.agent (and with it torch); the package exports GreedyPolicy lazily
+so that the envs stay light to import.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from maze_lab.core.env.structured_env import ActorID
+from maze_lab.core.agent.heuristic_policy import HeuristicPolicy
+from maze_lab.core.env.structured_env import ActorID, StepKey
 
 
-class GreedyPolicy:
+class GreedyPolicy(HeuristicPolicy):
     """Cuts every order from the smallest inventory piece (by area) it fits into; ties go to the oldest piece.
 
     The order is cut as ordered where it fits that way, rotated otherwise, always cutting x first. Works on
@@ -35,7 +40,7 @@ class GreedyPolicy:
     def reset(self) -> None:
         """Stateless: nothing to reset."""
 
-    def compute_action(self, observation: dict[str, np.ndarray], actor_id: ActorID | None = None,
+    def compute_action(self, observation: dict[str, np.ndarray], actor_id: ActorID | StepKey | None = None,
                        maze_state: Any = None, env: Any = None, deterministic: bool = False) -> dict[str, int]:
         """The greedy action for the observation of the acting policy key."""
         if "selected_piece" in observation:
@@ -66,12 +71,16 @@ class GreedyPolicy:
         """0 where the order fits the piece as ordered, else 1 (rotated)."""
         return 0 if ordered_piece[0] <= selected_piece[0] and ordered_piece[1] <= selected_piece[1] else 1
 
-    def _is_structured(self, observation: dict[str, np.ndarray], actor_id: ActorID | None, env: Any) -> bool:
+    def _is_structured(self, observation: dict[str, np.ndarray], actor_id: ActorID | StepKey | None,
+                       env: Any) -> bool:
         if self.structured is not None:
             return self.structured
         if "inventory_mask" in observation:
             return True
         if env is not None and hasattr(env, "action_spaces_dict"):
-            key = actor_id.step_key if actor_id is not None else env.actor_id().step_key
+            if actor_id is None:
+                key = env.actor_id().step_key
+            else:
+                key = actor_id.step_key if isinstance(actor_id, tuple) else actor_id
             return "cut_order" not in env.action_spaces_dict[key].spaces
         return False

@@ -284,16 +284,16 @@ class ModelGraph:
             self.nodes[nid].order = order
 
     @staticmethod
-    def _fit_row(layer: list[_Node], desired: list[float]) -> None:
-        """Least-squares positions close to ``desired`` keeping order and spacing (isotonic regression)."""
+    def _fit_row(layer: list[_Node], desired: list[float], weights: list[float] | None = None) -> None:
+        """Weighted least-squares positions close to ``desired`` keeping order and spacing (isotonic regression)."""
         offsets = [0.0]
         for a, b in itertools.pairwise(layer):
             offsets.append(offsets[-1] + a.width / 2 + b.width / 2 + (NODE_GAP if a.kind != "dummy" or
                                                                       b.kind != "dummy" else 8.0))
         targets = [d - o for d, o in zip(desired, offsets, strict=True)]
         blocks: list[list[float]] = []  # [mean, weight, count]
-        for t in targets:
-            blocks.append([t, 1.0, 1])
+        for t, w in zip(targets, weights or [1.0] * len(targets), strict=True):
+            blocks.append([t, w, 1])
             while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
                 m2, w2, c2 = blocks.pop()
                 m1, w1, c1 = blocks.pop()
@@ -310,18 +310,48 @@ class ModelGraph:
         for layer in layers:
             if layer is not widest:
                 self._fit_row(layer, [0.0] * len(layer))
-        for sweep in range(16):
+        for sweep in range(28):
+            # later sweeps also pull the dummy nodes of each long edge onto one vertical line
+            chain = self._chain_targets() if sweep >= 8 else {}
             order = layers if sweep % 2 == 0 else list(reversed(layers))
             for layer in order:
-                desired = []
+                desired, weights = [], []
                 for n in layer:
+                    if n.id in chain:
+                        desired.append(chain[n.id])
+                        weights.append(8.0)
+                        continue
                     ns = up[n.id] + down[n.id] if sweep >= 12 else (up[n.id] if sweep % 2 == 0 else down[n.id])
                     ns = ns or up[n.id] + down[n.id]
                     desired.append(sum(self.nodes[m].x for m in ns) / len(ns) if ns else n.x)
-                self._fit_row(layer, desired)
+                    weights.append(1.0)
+                self._fit_row(layer, desired, weights)
         min_x = min(n.x - n.width / 2 for n in self.nodes.values())
         for n in self.nodes.values():
             n.x += MARGIN - min_x
+
+    def _chain_targets(self) -> dict[str, float]:
+        """Common x for each vertical chain: nodes linked one-to-one (single out-edge into a single in-edge)."""
+        up, down = self._adjacency()
+        parent: dict[str, str] = {}
+
+        def find(a: str) -> str:
+            while parent.get(a, a) != a:
+                a = parent[a]
+            return a
+
+        for a, outs in down.items():
+            if len(outs) == 1 and len(up[outs[0]]) == 1:
+                parent[find(outs[0])] = find(a)
+        groups: dict[str, list[_Node]] = {}
+        for nid in self.nodes:
+            groups.setdefault(find(nid), []).append(self.nodes[nid])
+        targets: dict[str, float] = {}
+        for members in groups.values():
+            if len(members) > 1:
+                mean_x = sum(n.x for n in members) / len(members)
+                targets.update({n.id: mean_x for n in members})
+        return targets
 
     def _place_y(self) -> None:
         self.top = MARGIN + 34.0

@@ -20,6 +20,7 @@ import numpy as np
 
 from maze_lab.core.env.structured_env import ActorID, StepKey
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, stats_value
+from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
 
@@ -69,7 +70,7 @@ class VectorEnv(ABC):
     def __init__(self, n_envs: int, logging_prefix: str | None = None, writers: list[LogStatsWriter] | None = None):
         self.n_envs = n_envs
         self.logging_prefix = logging_prefix
-        self.writers: list[LogStatsWriter] = list(writers or [])
+        self._writers: list[LogStatsWriter] | None = list(writers) if writers is not None else None
         self.epoch_aggregator = EpochStatsAggregator()
         self.epoch = 0
         self._base_seed: int | None = None
@@ -99,6 +100,15 @@ class VectorEnv(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close all envs (and stop worker processes)."""
+
+    @property
+    def writers(self) -> list[LogStatsWriter]:
+        """This env's writers, or the process-wide defaults of ``setup_logging`` where none were given."""
+        return self._writers if self._writers is not None else default_writers()
+
+    @writers.setter
+    def writers(self, writers: list[LogStatsWriter]) -> None:
+        self._writers = list(writers)
 
     def seed(self, seed: int | None) -> None:
         """Env i is reset with ``seed + i`` at the next reset."""

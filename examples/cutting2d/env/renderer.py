@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from maze_lab.core.env.interfaces import Renderer
 
@@ -54,14 +55,16 @@ class Cutting2DRenderer(Renderer):
         n = len(state.inventory)
         pid = -1 if action is None else int(action.piece_id)
         valid_pid = 0 <= pid < n
-        # zoom to the selected piece so that small remains stay readable
-        span = max(int(max(state.inventory[pid])) if valid_pid else max(rx, ry), dx, dy)
+        # zoom towards the selected piece so that small remains stay readable, but keep some context
+        piece_side = int(max(state.inventory[pid])) if valid_pid else max(rx, ry)
+        span = max(piece_side, 0.5 * max(rx, ry), dx, dy)
         pad = 0.05 * span
         ax.set_xlim(-pad, span + pad)
         ax.set_ylim(-pad, span + pad)
         ax.set_aspect("equal")
         ax.set_xlabel("x")
         ax.set_ylabel("y")
+        self._integer_ticks(ax)
         ax.grid(True, color="#eeeeee", zorder=0)
         ax.set_axisbelow(True)
         if action is None:
@@ -108,12 +111,12 @@ class Cutting2DRenderer(Renderer):
             ax.add_patch(Rectangle((x0, y0), w, h, fc=REMAIN_COLORS[i], ec="#34495e", lw=1.0, zorder=2,
                                    label=None if labelled else "remains (back into the inventory)"))
             labelled = True
-            if min(w, h) >= 0.07 * span:
+            if min(w, h) >= 0.12 * span:
                 ax.text(x0 + w / 2, y0 + h / 2, f"{w}×{h}", ha="center", va="center", fontsize=9, color="#1b2631",
                         zorder=4)
         ax.add_patch(Rectangle((0, 0), ox, oy, fc=ORDER_COLOR, ec="black", lw=1.0, alpha=0.9, zorder=3,
                                label=f"order {ox}×{oy} ({orient})"))
-        if min(ox, oy) >= 0.07 * span:
+        if min(ox, oy) >= 0.12 * span:
             ax.text(ox / 2, oy / 2, f"{ox}×{oy}", ha="center", va="center", fontsize=9, color="white",
                     fontweight="bold", zorder=4)
         k = 0
@@ -144,6 +147,7 @@ class Cutting2DRenderer(Renderer):
         ax.set_aspect("equal")
         ax.set_xlabel("short side")
         ax.set_ylabel("long side")
+        self._integer_ticks(ax)
         ax.grid(True, color="#eeeeee", zorder=0)
         ax.set_axisbelow(True)
         ax.plot([0, top + pad], [0, top + pad], color="#dddddd", lw=1, zorder=1)
@@ -169,6 +173,11 @@ class Cutting2DRenderer(Renderer):
                        label=f"selected piece #{int(action.piece_id)}")
         ax.set_title(f"Inventory: {len(inv)} / {state.max_pieces_in_inventory} pieces", loc="left", fontsize=12)
         self._legend_below(ax)
+
+    @staticmethod
+    def _integer_ticks(ax: Any) -> None:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
 
     @staticmethod
     def _legend_below(ax: Any) -> None:

@@ -93,8 +93,8 @@ class Factory(Generic[T]):
 
     @staticmethod
     def _call(target: Any, params: dict, kwargs: dict) -> Any:
-        merged = {**kwargs, **params}
-        nested = {k: instantiate_nested(v) for k, v in merged.items()}
+        # config values may hold nested `_target_` dicts; extra kwargs are ready objects and pass unchanged
+        nested = {**kwargs, **{k: instantiate_nested(v) for k, v in params.items()}}
         try:
             return target(**nested)
         except TypeError as err:
@@ -104,7 +104,7 @@ class Factory(Generic[T]):
 
 def instantiate_nested(value: Any) -> Any:
     """Recursively instantiate ``_target_`` dicts inside containers (left-over values pass through)."""
-    if isinstance(value, Mapping):
+    if type(value) is dict:  # plain dicts only: gymnasium Dict spaces and other mappings pass unchanged
         if "_target_" in value:
             return Factory().instantiate(value)
         return {k: instantiate_nested(v) for k, v in value.items()}

@@ -8,6 +8,7 @@ from maze_lab.core.events.event_record import EventRecord
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode, stats_value
 from maze_lab.core.log_stats.base_events import BaseEnvEvents
 from maze_lab.core.log_stats.event_log import EpisodeEventLog, EventLogWriter
+from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.wrappers.wrapper import Wrapper
 
@@ -29,7 +30,7 @@ class LogStatsWrapper(Wrapper):
                  event_log_writers: list[EventLogWriter] | None = None):
         super().__init__(env)
         self.logging_prefix = logging_prefix
-        self.writers: list[LogStatsWriter] = list(writers or [])
+        self._writers: list[LogStatsWriter] | None = list(writers) if writers is not None else None
         self.event_log_writers: list[EventLogWriter] = list(event_log_writers or [])
         self.epoch_aggregator = EpochStatsAggregator()
         self.epoch = 0
@@ -132,6 +133,11 @@ class LogStatsWrapper(Wrapper):
         """One statistic, e.g. ``get_stats_value(BaseEnvEvents.reward, "epoch", "mean")``."""
         return stats_value(self.get_stats(level), event, name, group)
 
+    @property
+    def writers(self) -> list[LogStatsWriter]:
+        """This wrapper's writers, or the process-wide defaults of ``setup_logging`` where none were given."""
+        return self._writers if self._writers is not None else default_writers()
+
     def add_writer(self, writer: LogStatsWriter) -> None:
         """Register another epoch statistics writer."""
-        self.writers.append(writer)
+        self._writers = [*(self._writers or []), writer]

@@ -100,7 +100,7 @@ class ObservationStackWrapper(ObservationWrapper):
                 history = self._history.get(obs)
                 if history is None:
                     history = self._history[obs] = deque(maxlen=n)
-                history.append(observation[obs])
+                history.append(np.array(observation[obs]))  # a copy: envs may reuse their arrays
         out = dict(observation)
         drop = set()
         for cfg in self.stack_config:

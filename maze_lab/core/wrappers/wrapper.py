@@ -201,7 +201,11 @@ def wrap_env(env: Any, wrappers: Mapping[str, Mapping[str, Any] | None] | list |
         cls = resolve_wrapper(name)
         from maze_lab.core.utils.factory import _to_plain, instantiate_nested
 
-        params = instantiate_nested(_to_plain(params) or {})
+        params = _to_plain(params) or {}
+        # wrappers that interpret nested `_target_` entries themselves (pre-processors, sampling policies)
+        # set `instantiate_params = False`
+        if getattr(cls, "instantiate_params", True):
+            params = instantiate_nested(params)
         try:
             env = cls.wrap(env, **params)
         except TypeError as err:

@@ -67,6 +67,8 @@ class TemplateModelComposer(BaseModelComposer):
     :param critic: Critic composer config (``_target_`` plus options such as ``stack_observations``), or None.
     :param shared_embedding_keys: Tensors of the policy networks the critic takes as input (list for all policy
         keys or dict per key); defaults to the builder's ``shared_embedding_keys``.
+    :param action_masks: Observation masking each action head (``{head: obs_key}``); merged into the builder's.
+        Heads not listed are masked by ``<head>_mask`` where the observation space has it.
     :param device: Device of policy and critic.
     """
 
@@ -77,7 +79,7 @@ class TemplateModelComposer(BaseModelComposer):
                  model_builder: BaseModelBuilder | Mapping[str, Any] | None = None,
                  policy: Mapping[str, Any] | None = None, critic: Mapping[str, Any] | None = None,
                  shared_embedding_keys: Sequence[str] | Mapping[StepKey, Sequence[str]] | None = None,
-                 device: str | torch.device = "cpu"):
+                 action_masks: Mapping[str, str] | None = None, device: str | torch.device = "cpu"):
         super().__init__(action_spaces_dict, observation_spaces_dict, agent_counts_dict, distribution_mapper_config)
         if model_builder is None:
             raise ConfigurationError("TemplateModelComposer needs a model_builder (e.g. ConcatModelBuilder config)")
@@ -85,6 +87,7 @@ class TemplateModelComposer(BaseModelComposer):
             target, params = split_target(model_builder, "model_builder")
             model_builder = resolve_type(target, BaseModelBuilder, "model_builder")(**params)
         self.model_builder: BaseModelBuilder = Factory(BaseModelBuilder).instantiate(model_builder)
+        self.model_builder.action_masks.update(_to_plain(action_masks) or {})
         self.device = device
         keys = _to_plain(shared_embedding_keys if shared_embedding_keys is not None
                          else self.model_builder.shared_embedding_keys) or []

@@ -1,1 +1,1 @@
-"""Ready-made networks for the custom model composer."""
+"""Model composers under their Maze-style paths, and ready-made networks (``built_in``)."""

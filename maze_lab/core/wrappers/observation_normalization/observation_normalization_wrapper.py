@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from maze_lab.core.env.structured_env import ActorID, StepKey
-from maze_lab.core.utils.factory import ConfigurationError, Factory, _to_plain, locate
+from maze_lab.core.utils.factory import ConfigurationError, _to_plain, instantiate_nested, locate
 from maze_lab.core.wrappers.observation_normalization.normalization_strategies import (
     NORMALIZATION_STRATEGY_REGISTRY,
     ObservationNormalizationStrategy,
@@ -171,13 +171,21 @@ class ObservationNormalizationWrapper(ObservationWrapper):
         if isinstance(policy, type):
             policy = {"_target_": policy}
         if isinstance(policy, Mapping):
-            target = policy.get("_target_")
+            if "_target_" not in policy:
+                raise ConfigurationError(f"ObservationNormalizationWrapper: a sampling_policy config needs a "
+                                         f"'_target_'; got keys {sorted(policy)}")
+            target = policy["_target_"]
             cls = locate(target) if isinstance(target, str) else target
-            kwargs = {}
-            if cls is not None and "action_spaces_dict" in inspect.signature(cls).parameters \
-                    and "action_spaces_dict" not in policy:
-                kwargs["action_spaces_dict"] = action_spaces_dict
-            return Factory().instantiate({**policy, "_target_": cls}, **kwargs)
+            params = {k: instantiate_nested(v) for k, v in policy.items() if k != "_target_"}
+            # called directly: the action spaces must reach the policy as they are (gym Dict spaces are Mappings
+            # that nested instantiation would turn into plain dicts)
+            if "action_spaces_dict" in inspect.signature(cls).parameters and "action_spaces_dict" not in params:
+                params["action_spaces_dict"] = action_spaces_dict
+            try:
+                return cls(**params)
+            except TypeError as err:
+                raise ConfigurationError(f"ObservationNormalizationWrapper: sampling_policy "
+                                         f"{getattr(cls, '__name__', cls)}({', '.join(params)}) failed: {err}") from err
         raise ConfigurationError(f"ObservationNormalizationWrapper: sampling_policy must have a compute_action "
                                  f"method, or be a class path or a _target_ config; got {policy!r}")
 

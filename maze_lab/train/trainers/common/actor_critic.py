@@ -98,7 +98,7 @@ class ActorCriticTrainer(ABC):
         if self.evaluator is not None and getattr(self.evaluator, "model_selection", None) is None:
             self.evaluator.model_selection = model_selection
         self.model_selection = model_selection
-        self.writers = writers if writers is not None else self.env.writers
+        self._writers = writers
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.device = torch.device(algorithm_config.device)
         self.model.to(self.device)
@@ -116,6 +116,31 @@ class ActorCriticTrainer(ABC):
         self.last_eval_reward: float | None = None
         self.callbacks: list[Callable[[ActorCriticTrainer, LogStats], None]] = []
         self.stop_reason: str | None = None
+
+    @property
+    def writers(self) -> list[LogStatsWriter]:
+        """Writers of the trainer statistics: the given ones, else the training env's."""
+        return self._writers if self._writers is not None else self.env.writers
+
+    def evaluate(self, deterministic: bool | None = None, repeats: int | None = None) -> float:
+        """Evaluate the current policy now; returns the mean episode reward.
+
+        :param deterministic: override the evaluator's setting.
+        :param repeats: number of episodes (default: the evaluator's).
+        """
+        if self.evaluator is None:
+            raise ValueError("this trainer has no evaluator; pass evaluator=RolloutEvaluator(...) or set "
+                             "algorithm_config.rollout_evaluator")
+        saved = (self.evaluator.deterministic, self.evaluator.n_episodes)
+        if deterministic is not None:
+            self.evaluator.deterministic = deterministic
+        if repeats is not None:
+            self.evaluator.n_episodes = repeats
+        try:
+            self.last_eval_reward = self.evaluator.evaluate(self.policy, epoch=self.epoch)
+        finally:
+            self.evaluator.deterministic, self.evaluator.n_episodes = saved
+        return self.last_eval_reward
 
     # ---- control from other threads ------------------------------------------------------------------------
     def request_stop(self) -> None:
