@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+
 from maze_lab.examples.cutting2d import (
     Cutting2DCoreEnvironment,
     Cutting2DMazeAction,

@@ -8,6 +8,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+
+from maze_lab.core.env.space_checks import SpaceMismatchError
+from maze_lab.core.wrappers.gym_maze_env import GymnasiumEnvAdapter
 from maze_lab.examples.cutting2d import (
     SIMPLE_PROBLEM,
     Cutting2DMazeAction,
@@ -16,9 +19,6 @@ from maze_lab.examples.cutting2d import (
     make_struct_env,
     maze_env_factory,
 )
-
-from maze_lab.core.env.space_checks import SpaceMismatchError
-from maze_lab.core.wrappers.gym_maze_env import GymnasiumEnvAdapter
 
 SEED_SETTING = {"max_pieces_in_inventory": 200, "raw_piece_size": (100, 100), "static_demand": [(30, 15)]}
 
@@ -164,28 +164,6 @@ def test_mask_follows_the_order_and_rotation() -> None:
     assert obs["cutting_mask"].tolist() == [0, 1]
 
 
-def _fresh_adapter(env: object) -> GymnasiumEnvAdapter:
-    """GymnasiumEnvAdapter, with fresh arrays for zero-filled keys where the installed adapter reuses them.
-
-    The foundation's adapter hands out the same zero array for keys the acting policy key does not use,
-    which gymnasium's check_env rejects for structured envs (returned data must not be shared between calls).
-    """
-    adapter = GymnasiumEnvAdapter(env)
-    if len(adapter.step_keys) > 1:
-        first, _ = adapter.reset(seed=0)
-        action = {"piece_idx": 0, "cut_rotation": 0, "cut_order": 0}
-        adapter.step(action)
-        third, *_ = adapter.step(action)  # the selection sub-step again
-        if first["selected_piece"] is third["selected_piece"]:
-            class FreshZerosAdapter(GymnasiumEnvAdapter):
-                def _to_gym_obs(self, obs: dict) -> dict:
-                    out = super()._to_gym_obs(obs)
-                    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in out.items()}
-
-            adapter = FreshZerosAdapter(env)
-    return adapter
-
-
 @pytest.mark.parametrize("make", [maze_env_factory, make_struct_env, make_masked_env])
 @pytest.mark.parametrize("setting", ["simple", "random_demand"])
 def test_gymnasium_env_checker(make: object, setting: str) -> None:
@@ -194,7 +172,7 @@ def test_gymnasium_env_checker(make: object, setting: str) -> None:
         "max_pieces_in_inventory": 20, "raw_piece_size": (100, 100), "random_demand": True,
         "static_demand": [(30, 15), (20, 45), (60, 25)]}
     env = make(**kwargs)
-    adapter = _fresh_adapter(env)
+    adapter = GymnasiumEnvAdapter(env)
     adapter.render_mode = "rgb_array"
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(render fps|alternative render modes).*")

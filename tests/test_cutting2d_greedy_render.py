@@ -8,6 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+
+from maze_lab.core.log_stats.base_events import BaseEnvEvents
+from maze_lab.core.utils.factory import Factory
+from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+from maze_lab.core.wrappers.wrapper import wrap_env
 from maze_lab.examples.cutting2d import (
     CONF_DIR,
     SIMPLE_PROBLEM,
@@ -22,11 +27,6 @@ from maze_lab.examples.cutting2d import (
     make_struct_env,
     maze_env_factory,
 )
-
-from maze_lab.core.log_stats.base_events import BaseEnvEvents
-from maze_lab.core.utils.factory import Factory
-from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.core.wrappers.wrapper import wrap_env
 
 GREEDY_RAW_PIECES = 31  # measured: greedy reaches the known optimum of the simple problem
 

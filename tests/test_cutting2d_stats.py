@@ -5,6 +5,11 @@ from __future__ import annotations
 import io
 
 import pytest
+
+from maze_lab.core.log_stats.base_events import BaseEnvEvents
+from maze_lab.core.log_stats.writers import ConsoleWriter, StatsStore
+from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+from maze_lab.core.wrappers.monitoring_wrapper import MazeEnvMonitoringWrapper
 from maze_lab.examples.cutting2d import (
     CuttingEvents,
     DefaultRewardAggregator,
@@ -13,11 +18,6 @@ from maze_lab.examples.cutting2d import (
     make_struct_env,
     maze_env_factory,
 )
-
-from maze_lab.core.log_stats.base_events import BaseEnvEvents
-from maze_lab.core.log_stats.writers import ConsoleWriter, StatsStore
-from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.core.wrappers.monitoring_wrapper import MazeEnvMonitoringWrapper
 
 # Raw piece 4x3, room for 3 pieces, orders (1,2), (1,1), (2,2) in turn, 8 steps. R = raw piece 4x3.
 #   reset  stock [R]                                                       replenished 1

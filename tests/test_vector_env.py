@@ -77,7 +77,8 @@ def test_statistics_reach_writers():
 def test_wrong_action_batch_shape():
     venv = SequentialVectorEnv([cartpole_factory] * 2)
     venv.reset()
-    with pytest.raises(ValueError, match=r"action 'action' has shape \(3,\); a vector env of 2 envs expects \(2, ...\)"):
+    message = r"action 'action' has shape \(3,\); a vector env of 2 envs expects \(2, ...\)"
+    with pytest.raises(ValueError, match=message):
         venv.step({"action": np.zeros(3, dtype=np.int64)})
 
 

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+from maze_lab.core.wrappers.monitoring_wrapper import MazeEnvMonitoringWrapper
 from maze_lab.examples.cutting2d import (
     SIMPLE_PROBLEM,
     Cutting2DCoreEnvironment,
@@ -27,9 +29,6 @@ from maze_lab.examples.cutting2d import (
     make_struct_env,
     maze_env_factory,
 )
-
-from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.core.wrappers.monitoring_wrapper import MazeEnvMonitoringWrapper
 
 
 def greedy_episode() -> tuple[list[dict[str, int]], int]:

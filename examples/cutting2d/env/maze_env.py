@@ -26,11 +26,6 @@ class Cutting2DEnvironment(MazeEnv):
         super().__init__(core_env, {0: action_conversion}, {0: observation_conversion}, check_spaces=check_spaces)
 
     @property
-    def unwrapped(self) -> Cutting2DEnvironment:
-        """This env itself (the innermost env of a wrapper stack), as in Gymnasium."""
-        return self
-
-    @property
     def observation_conversion(self) -> ObservationConversion:
         """The observation conversion of policy key 0."""
         return self.observation_conversion_dict[0]

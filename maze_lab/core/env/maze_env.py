@@ -60,6 +60,7 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         self._last_obs: dict | None = None
         self._last_maze_action = None
         self._last_maze_state = None
+        self._acted_in_state = None
         self.render_mode = "rgb_array"
 
     # --- spaces ---------------------------------------------------------------------------------
@@ -90,6 +91,7 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         maze_state = self.core_env.reset(seed=seed, options=options)
         self._last_maze_state = maze_state
         self._last_maze_action = None
+        self._acted_in_state = None
         key = self.core_env.actor_id().step_key
         obs = self.observation_conversion_dict[key].maze_to_space(maze_state)
         if self.check_spaces:
@@ -113,6 +115,7 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
             service._step_events = []  # a new list: consumers holding the old one see the step ended
         maze_state, reward, terminated, truncated, info = core_env.step(maze_action)
         self._context.step_id += 1
+        self._acted_in_state = self._last_maze_state
         self._last_maze_state = maze_state
         self._last_maze_action = maze_action
         next_key = flat_key if flat_key is not None else core_env.actor_id().step_key
@@ -178,11 +181,19 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         self.core_env.seed(seed)
 
     def render(self) -> np.ndarray | None:
-        """RGB array of the current state drawn by the env's renderer."""
+        """RGB array drawn by the env's renderer: the last action in the state it was taken in, or the
+        current state before the first action."""
         renderer = self.get_renderer()
         if renderer is None:
             return None
-        return renderer.render_rgb(self.core_env.get_maze_state(), self._last_maze_action)
+        if self._last_maze_action is None or self._acted_in_state is None:
+            return renderer.render_rgb(self.core_env.get_maze_state(), None)
+        return renderer.render_rgb(self._acted_in_state, self._last_maze_action)
+
+    @property
+    def unwrapped(self) -> MazeEnv:
+        """The MazeEnv itself (the end of any wrapper chain)."""
+        return self
 
     def close(self) -> None:
         """Close the core env."""

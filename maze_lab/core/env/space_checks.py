@@ -30,7 +30,8 @@ def action_checker(space: gym.spaces.Space, where: str) -> Callable[[Any], None]
             if isinstance(a, np.ndarray) and a.shape in ((), (1,)):
                 a = a.reshape(()).item()
             if not isinstance(a, _INT_TYPES) or not lo <= a < hi:
-                raise SpaceMismatchError(f"{where}: action {_describe(a)} is not in {space} (an integer in [{lo}, {hi}))")
+                raise SpaceMismatchError(
+                    f"{where}: action {_describe(a)} is not in {space} (an integer in [{lo}, {hi}))")
 
         return check_discrete
 
@@ -40,9 +41,11 @@ def action_checker(space: gym.spaces.Space, where: str) -> Callable[[Any], None]
         def check_box(a: Any) -> None:
             arr = np.asarray(a)
             if arr.shape != shape:
-                raise SpaceMismatchError(f"{where}: action {_describe(arr)} has shape {arr.shape}, expected {shape} ({space})")
+                raise SpaceMismatchError(
+                    f"{where}: action {_describe(arr)} has shape {arr.shape}, expected {shape} ({space})")
             if not (np.all(arr >= low) and np.all(arr <= high)):
-                raise SpaceMismatchError(f"{where}: action {arr} is outside the bounds of {space}; clip it to [low, high]")
+                raise SpaceMismatchError(
+                    f"{where}: action {arr} is outside the bounds of {space}; clip it to [low, high]")
 
         return check_box
 

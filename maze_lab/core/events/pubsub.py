@@ -53,7 +53,8 @@ def _make_dispatch(interface: type, method: Callable, names: tuple[str, ...], si
 
     def dispatch(_self: Any, *args: Any, **kwargs: Any) -> None:
         if len(args) > n_names:
-            raise TypeError(f"{interface.__name__}.{method.__name__} takes {n_names} arguments {names}, got {len(args)}")
+            raise TypeError(
+                f"{interface.__name__}.{method.__name__} takes {n_names} arguments {names}, got {len(args)}")
         attributes = dict(zip(names, args, strict=False)) if args else {}
         if kwargs:
             unknown = [k for k in kwargs if k not in names]

@@ -178,7 +178,8 @@ def aggregate_episode(
             continue
         for d in stats.episode:
             values = _pick(inputs, d, "episode", method)
-            episode[StatKey(method, d.output_name, group)] = list(values) if d.reduce_fn is None else d.reduce_fn(values)
+            value = list(values) if d.reduce_fn is None else d.reduce_fn(values)
+            episode[StatKey(method, d.output_name, group)] = value
     return episode
 
 

@@ -204,7 +204,8 @@ class StatsStore(LogStatsWriter):
         return [
             s
             for s in out
-            if (topic is None or s[2] == topic) and (event is None or s[3] == event) and (epoch is None or s[0] == epoch)
+            if (topic is None or s[2] == topic) and (event is None or s[3] == event)
+            and (epoch is None or s[0] == epoch)
         ]
 
     def save(self, directory: str | Path) -> Path:

@@ -219,7 +219,8 @@ class GymnasiumEnvAdapter(gym.Env):
 
     def _to_gym_obs(self, obs: dict) -> dict:
         key = self.env.actor_id().step_key
-        out = dict(self._zeros)
+        # fresh copies: callers (and gymnasium's checker) may keep or modify returned arrays
+        out = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in self._zeros.items()}
         names = self._obs_names[key]
         for name, value in obs.items():
             out[names[name]] = value

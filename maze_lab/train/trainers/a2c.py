@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer, KeyBatch
 from maze_lab.train.trainers.common.config import A2CAlgorithmConfig
