@@ -27,6 +27,8 @@ def action_checker(space: gym.spaces.Space, where: str) -> Callable[[Any], None]
         lo, hi = int(space.start), int(space.start + space.n)
 
         def check_discrete(a: Any) -> None:
+            if type(a) is int and lo <= a < hi:  # the common case first
+                return
             if isinstance(a, np.ndarray) and a.shape in ((), (1,)):
                 a = a.reshape(()).item()
             if not isinstance(a, _INT_TYPES) or not lo <= a < hi:
@@ -64,8 +66,43 @@ def dict_action_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
     """Checker for a dict action: right keys and each value in its sub-space."""
     checks = {k: action_checker(s, f"{where} action['{k}']") for k, s in space.spaces.items()}
     keys = set(checks)
+    items = tuple(checks.items())
+    only = next(iter(space.spaces.values())) if len(space.spaces) == 1 else None
+    if isinstance(only, gym.spaces.Discrete):
+        # single discrete head (CartPole-like): one closure, no inner calls on the common path
+        head, lo, hi, inner = items[0][0], int(only.start), int(only.start + only.n), items[0][1]
+
+        def check_single_discrete(action: Any) -> None:
+            if type(action) is dict and len(action) == 1:
+                a = action.get(head)
+                if type(a) is int and lo <= a < hi:
+                    return
+                if a is not None or head in action:
+                    inner(a)
+                    return
+            _slow(action)
+
+        def _slow(action: Any) -> None:
+            if not isinstance(action, dict):
+                raise SpaceMismatchError(
+                    f"{where}: expected a dict action with keys {sorted(keys)}, got {_describe(action)}")
+            missing_keys, extra = sorted(keys - set(action)), sorted(set(action) - keys)
+            raise SpaceMismatchError(f"{where}: malformed action dict, missing keys {missing_keys}, unknown keys "
+                                     f"{extra}; expected exactly {sorted(keys)}")
+
+        return check_single_discrete
+    n_keys = len(keys)
+    absent = object()
 
     def check(action: Any) -> None:
+        if type(action) is dict and len(action) == n_keys:
+            for k, c in items:
+                v = action.get(k, absent)
+                if v is absent:
+                    break
+                c(v)
+            else:
+                return
         if not isinstance(action, dict):
             raise SpaceMismatchError(
                 f"{where}: expected a dict action with keys {sorted(keys)}, got {_describe(action)}"
@@ -89,8 +126,18 @@ def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
         else:
             expected[k] = None
     keys = set(expected)
+    arrays = tuple((k, e[0], e[1]) for k, e in expected.items() if e is not None)
+    n_keys = len(keys)
 
     def check(obs: Any) -> None:
+        if type(obs) is dict and len(obs) == n_keys:
+            for k, shape, dtype in arrays:
+                v = obs.get(k)
+                if v.__class__ is not np.ndarray or v.shape != shape or v.dtype != dtype:
+                    break
+            else:
+                if len(arrays) == n_keys or obs.keys() == keys:
+                    return
         if not isinstance(obs, dict) or obs.keys() != keys:
             got = sorted(obs) if isinstance(obs, dict) else _describe(obs)
             raise SpaceMismatchError(f"{where}: observation keys {got} do not match the space keys {sorted(keys)}")
