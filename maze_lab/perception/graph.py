@@ -426,7 +426,7 @@ class ModelGraph:
         parts.append("</g>")
         return "".join(parts)
 
-    def svg_body(self, marker: str) -> list[str]:
+    def svg_body(self, marker: str, legend: bool = True) -> list[str]:
         """The SVG elements of this graph (without the svg root), for embedding."""
         body = [f'<text x="{MARGIN}" y="{MARGIN + 12}" font-family="{FONT}" font-size="15" font-weight="bold" '
                 f'fill="{TEXT}">{escape(self.title)}</text>',
@@ -435,13 +435,14 @@ class ModelGraph:
                 f'blocks</text>']
         body += self._edges_svg(marker)
         body += [self._node_svg(n) for n in self.nodes.values() if n.kind != "dummy"]
-        body += _legend(MARGIN, self.height - 30)
+        if legend:
+            body += _legend(MARGIN, self.height - 30)
         return body
 
     def to_svg(self) -> str:
         """The drawing as a standalone SVG document string."""
         marker = f"arrow{next(_svg_ids)}"
-        return _document(self.width, self.height, marker, self.svg_body(marker))
+        return _document(max(self.width, LEGEND_WIDTH + 2 * MARGIN), self.height, marker, self.svg_body(marker))
 
     def _repr_svg_(self) -> str:
         return self.to_svg()
@@ -484,7 +485,7 @@ class ModelGraphSet:
         if self.title:
             body.append(f'<text x="{MARGIN}" y="{MARGIN + 14}" font-family="{FONT}" font-size="18" '
                         f'font-weight="bold" fill="{TEXT}">{escape(self.title)}</text>')
-        x, y, row_h, width = 0.0, top, 0.0, 0.0
+        x, y, row_h, width = 0.0, top, 0.0, LEGEND_WIDTH + 2 * MARGIN
         for graph in self.graphs.values():
             if x > 0 and x + graph.width > self.max_row_width:
                 x, y, row_h = 0.0, y + row_h, 0.0
@@ -492,12 +493,13 @@ class ModelGraphSet:
                 body.append(f'<line x1="{x:.1f}" y1="{y + 12:.1f}" x2="{x:.1f}" y2="{y + graph.height - 12:.1f}" '
                             f'stroke="#e5e7eb" stroke-width="1"/>')
             body.append(f'<g transform="translate({x:.1f},{y:.1f})">')
-            body += graph.svg_body(marker)
+            body += graph.svg_body(marker, legend=False)
             body.append("</g>")
             x += graph.width
             width = max(width, x)
-            row_h = max(row_h, graph.height)
-        return _document(width, y + row_h, marker, body)
+            row_h = max(row_h, graph.height - 30.0)
+        body += _legend(MARGIN, y + row_h)
+        return _document(width, y + row_h + 30.0, marker, body)
 
     def _repr_svg_(self) -> str:
         return self.to_svg()
@@ -509,14 +511,18 @@ class ModelGraphSet:
         return path
 
 
+LEGEND_LABELS = ("block (shade = share of parameters)", "tensor (shape without batch dims)")
+LEGEND_WIDTH = 3 * 20 + sum(_text_width(label, SMALL) + 18 for label in LEGEND_LABELS)
+
+
 def _legend(x: float, y: float) -> list[str]:
     items = []
     cx = x
     for fill, stroke, rx, label in ((f"#{BLOCK_LIGHT[0]:02x}{BLOCK_LIGHT[1]:02x}{BLOCK_LIGHT[2]:02x}", BLOCK_STROKE, 2,
                                      None),
                                     (f"#{BLOCK_DARK[0]:02x}{BLOCK_DARK[1]:02x}{BLOCK_DARK[2]:02x}", BLOCK_STROKE, 2,
-                                     "block (shade = share of parameters)"),
-                                    (TENSOR_FILL, TENSOR_STROKE, 6, "tensor (shape without batch dims)")):
+                                     LEGEND_LABELS[0]),
+                                    (TENSOR_FILL, TENSOR_STROKE, 6, LEGEND_LABELS[1])):
         items.append(f'<rect x="{cx:.1f}" y="{y:.1f}" width="16" height="12" rx="{rx}" fill="{fill}" '
                      f'stroke="{stroke}" stroke-width="1"/>')
         cx += 20

@@ -197,7 +197,8 @@ class TorchPolicy(Policy, TorchModel):
     def compute_top_action_candidates(self, observation: Mapping[str, Any], num_candidates: int | None,
                                       actor_id: ActorID | StepKey | None = None, maze_state: Any = None,
                                       env: Any = None) -> tuple[list[dict[str, Any]], list[float]]:
-        """The ``num_candidates`` most likely joint actions (categorical heads only) and their probabilities."""
+        """The ``num_candidates`` most likely joint actions (categorical heads only, zero-probability actions left
+        out) and their probabilities, best first."""
         net, key = self._lookup(actor_id)
         with torch.no_grad():
             logits, _ = self._split_output(key, net(self.obs_to_torch(observation)))
@@ -215,6 +216,8 @@ class TorchPolicy(Policy, TorchModel):
         joint = []
         for combo in itertools.product(*per_head):
             prob = float(np.prod([q for _, q in combo]))
+            if prob <= 0.0:  # masked (invalid) actions are no candidates
+                continue
             joint.append(({h: np.int64(a) for h, (a, _) in zip(dist.keys(), combo, strict=True)}, prob))
         joint.sort(key=lambda c: -c[1])
         if num_candidates is not None:

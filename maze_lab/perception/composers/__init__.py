@@ -16,6 +16,7 @@ from maze_lab.perception.composers.critics import (
 from maze_lab.perception.composers.custom import CustomModelComposer
 from maze_lab.perception.composers.policies import BasePolicyComposer, ProbabilisticPolicyComposer
 from maze_lab.perception.composers.template import TemplateModelComposer
+from maze_lab.perception.composers.utils import build_model_composer
 
 __all__ = [
     "BaseModelComposer",
@@ -33,4 +34,5 @@ __all__ = [
     "StepStateActionCriticComposer",
     "StepStateCriticComposer",
     "TemplateModelComposer",
+    "build_model_composer",
 ]

@@ -71,6 +71,9 @@ class BaseModelComposer(ABC):
 
         return model_graph(self)
 
+    def _repr_svg_(self) -> str:
+        return self.graph().to_svg()
+
     def save_graphs(self, directory: str | Path) -> list[Path]:
         """Write one SVG per network (``policy_<key>.svg``, ``critic_<key>.svg``) into ``directory``."""
         from maze_lab.perception.graph import composer_graphs

@@ -51,6 +51,7 @@ class _Reshape(nn.Module):
         self.shape = shape
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Reshape the last dim."""
         return x.reshape(*x.shape[:-1], *self.shape)
 
 

@@ -93,3 +93,24 @@ def split_target(config: Any, what: str) -> tuple[Any, dict[str, Any]]:
     if not isinstance(config, Mapping) or "_target_" not in config:
         raise ConfigurationError(f"{what} config needs a '_target_' key, got {config!r}")
     return config["_target_"], {k: v for k, v in config.items() if k != "_target_"}
+
+
+def build_model_composer(config: Any, action_spaces_dict: Mapping[StepKey, Any],
+                         observation_spaces_dict: Mapping[StepKey, Any],
+                         agent_counts_dict: Mapping[StepKey, int] | None = None, **kwargs: Any) -> Any:
+    """Build a model composer from a model config (``_target_`` dict, e.g. a model YAML) for the given spaces.
+
+    Unlike a recursive ``_target_`` instantiation, nested ``_target_`` entries (model builder, policy and critic
+    composers, networks) are handed to the composer as config, because they can only be built once the spaces
+    are known.
+    """
+    from maze_lab.perception.composers.base import BaseModelComposer
+
+    config = _to_plain(config)
+    if isinstance(config, BaseModelComposer):
+        return config
+    target, params = split_target(config, "model")
+    cls = resolve_type(target, BaseModelComposer, "model")
+    params.pop("_recursive_", None)
+    return cls(action_spaces_dict=action_spaces_dict, observation_spaces_dict=observation_spaces_dict,
+               agent_counts_dict=agent_counts_dict, **{**params, **kwargs})
