@@ -1,0 +1,37 @@
+"""Builders for training on the masked structured Cutting-2D env from its shipped configs (tests, benchmarks)."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import OmegaConf
+
+from maze_lab.examples.cutting2d import CONF_DIR, make_masked_env
+from maze_lab.perception.composers import build_model_composer
+from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
+from maze_lab.train.trainers.ppo import PPO, PPOAlgorithmConfig
+from maze_lab.train.vector_env import SequentialVectorEnv
+
+_ENV = {k: v for k, v in OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/env/cutting2d_struct_masked.yaml")).items()
+        if k != "_target_"}
+
+
+def masked_env_factory():
+    """The simple problem of the seed (raw piece 4x3, six orders, 180 steps), masked and structured."""
+    return make_masked_env(**_ENV)
+
+
+def masked_ppo(seed: int, n_envs: int = 8, n_rollout_steps: int = 64) -> PPO:
+    """PPO with the shipped template model for the masked env; one update per epoch, deterministic eval."""
+    torch.manual_seed(seed)
+    env = masked_env_factory()
+    model_cfg = OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/model/cutting2d_struct_masked.yaml"))
+    composer = build_model_composer(model_cfg, env.action_spaces_dict, env.observation_spaces_dict,
+                                    env.agent_counts_dict)
+    config = PPOAlgorithmConfig(n_epochs=60, epoch_length=1, n_rollout_steps=n_rollout_steps, lr=1e-3, gamma=0.98,
+                                gae_lambda=0.95, entropy_coef=0.0, batch_size=256, n_optimization_epochs=4,
+                                clip_range=0.2, max_grad_norm=0.5, seed=seed, patience=0)
+    evaluator = RolloutEvaluator(SequentialVectorEnv([masked_env_factory], logging_prefix="eval"), n_episodes=1,
+                                 deterministic=True)
+    return PPO(config, composer.actor_critic(), env=SequentialVectorEnv([masked_env_factory] * n_envs,
+                                                                        logging_prefix="train"),
+               evaluator=evaluator)
