@@ -1,0 +1,527 @@
+"""RunContext: the Python entry point for training, evaluation and acting, from configs or objects."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from maze_lab.core.utils.factory import ConfigurationError, Factory
+from maze_lab.run.config import GROUPS, compose_config
+from maze_lab.run.run_dir import RunDirectory, new_run_dir, versions
+
+
+def _is_object(value: Any) -> bool:
+    """Anything but a config name, a config dict or None is an object (factory, instance)."""
+    return value is not None and not isinstance(value, str | Mapping | DictConfig)
+
+
+class RunContext:
+    """Compose a run from config names, config dicts or Python objects; train (blocking or in the background),
+    evaluate and act.
+
+    :param env: env option name (``gym_env``, ``cutting2d_struct_masked``...), a config dict, or a callable
+        that returns a maze-lab env.
+    :param wrappers: wrappers option name or a mapping ``{WrapperName: params}``.
+    :param model: model option name, config dict, or a model composer / TorchActorCritic instance.
+    :param critic: critic option name or config dict.
+    :param algorithm: ``ppo`` / ``a2c``, a config dict, or an algorithm config instance.
+    :param runner: ``dev`` (in-process envs) / ``local`` (one process per env), or a config dict.
+    :param overrides: dotted key -> value (``{"env.name": "Pendulum-v1", "algorithm.lr": 0.001}``); with
+        ``multirun=True`` list values span a grid.
+    :param experiment: an experiment file from the ``experiment`` group.
+    :param config_module: importable package(s) with your own config groups.
+    :param run_dir: where to write the run (default ``<log_base_dir>/<experiment>/<timestamp>``).
+    :param silent: no console statistics tables.
+    :param multirun: treat list values in ``overrides`` as a grid (one run per combination).
+    :param n_jobs: for grids: runs in parallel worker processes.
+    """
+
+    def __init__(self, env: Any = None, wrappers: Any = None, model: Any = None, critic: Any = None,
+                 algorithm: Any = None, runner: Any = None, overrides: Mapping[str, Any] | None = None,
+                 experiment: str | None = None, config_module: str | list[str] | None = None,
+                 run_dir: str | Path | None = None, silent: bool = False, multirun: bool = False, n_jobs: int = 1):
+        components = {"env": env, "wrappers": wrappers, "model": model, "critic": critic, "algorithm": algorithm,
+                      "runner": runner}
+        self._objects = {k: v for k, v in components.items() if _is_object(v)}
+        if "env" in self._objects and not callable(self._objects["env"]):
+            raise ConfigurationError("env must be an option name, a config dict or a callable returning an env "
+                                     "(e.g. lambda: GymMazeEnv('CartPole-v1')); an env instance cannot be shared "
+                                     "between the training and evaluation envs")
+        self._components = {k: v for k, v in components.items() if v is not None and k not in self._objects}
+        self._config_modules = [config_module] if isinstance(config_module, str) else list(config_module or [])
+        self._experiment = experiment
+        self.silent = silent
+        self.multirun = multirun
+        self.n_jobs = n_jobs
+        overrides = dict(overrides or {})
+        if multirun:
+            grid_keys = [k for k, v in overrides.items() if isinstance(v, list | tuple)]
+            base = {k: v for k, v in overrides.items() if k not in grid_keys}
+            combos = list(itertools.product(*(overrides[k] for k in grid_keys))) if grid_keys else [()]
+            self.grid = [{**base, **dict(zip(grid_keys, combo, strict=True))} for combo in combos]
+            self.grid_keys = grid_keys
+            self.configs = [self._compose(o) for o in self.grid]
+            self.config = self.configs[0]
+        else:
+            self.grid, self.grid_keys = [overrides], []
+            self.config = self._compose(overrides)
+            self.configs = [self.config]
+        self._requested_run_dir = Path(run_dir) if run_dir is not None else None
+        self._run: _Run | None = None
+        self.runs: list[_Run] = []
+
+    def _compose(self, overrides: Mapping[str, Any]) -> DictConfig:
+        return compose_config(self._components, overrides, self._experiment, self._config_modules)
+
+    # ---- the run -------------------------------------------------------------------------------------------
+    def _single(self) -> _Run:
+        if self.multirun:
+            raise ConfigurationError("this RunContext is a grid (multirun=True): use train() for all runs, or "
+                                     "index rc.runs after training")
+        if self._run is None:
+            self._run = _Run(self.config, self._objects, self._requested_run_dir, self.silent)
+            self.runs = [self._run]
+        return self._run
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory (created on first use)."""
+        return self._single().run_directory.path
+
+    @property
+    def trainer(self) -> Any:
+        """The trainer (built on first use)."""
+        return self._single().trainer
+
+    @property
+    def policy(self) -> Any:
+        """The policy being trained."""
+        return self._single().trainer.policy
+
+    @property
+    def stats(self) -> Any:
+        """Statistics so far as a long-format DataFrame (epoch, prefix, topic, event, name, value)."""
+        return self._single().store.to_dataframe()
+
+    def train(self, n_epochs: int | None = None) -> Any:
+        """Train (blocking). Returns this RunContext; for grids a DataFrame comparing the runs."""
+        if self.multirun:
+            return self._train_grid(n_epochs)
+        self._single().train(n_epochs)
+        return self
+
+    def train_async(self, n_epochs: int | None = None) -> RunHandle:
+        """Start training in a background thread of this process and return a handle at once."""
+        run = self._single()
+        return run.start_async(n_epochs)
+
+    def evaluate(self, n_episodes: int | None = None, deterministic: bool | None = None) -> dict[str, float]:
+        """Evaluate the current policy; returns ``{"Topic/event/name": value}`` of the evaluation episodes."""
+        trainer = self._single().trainer
+        trainer.evaluate(deterministic=deterministic, repeats=n_episodes)
+        return {f"{k.topic}/{k.event_name}/{k.label}": v for k, v in trainer.evaluator.last_stats.items()
+                if not isinstance(v, list)}
+
+    def compute_action(self, observation: dict, actor_id: Any = None, deterministic: bool = False) -> dict:
+        """The policy's action for one observation (or a batch)."""
+        return self._single().trainer.policy.compute_action(observation, actor_id=actor_id,
+                                                            deterministic=deterministic)
+
+    def close(self) -> None:
+        """Close the envs of all runs (worker processes end)."""
+        for run in self.runs:
+            run.close()
+
+    # ---- grids ---------------------------------------------------------------------------------------------
+    def _train_grid(self, n_epochs: int | None) -> Any:
+        from maze_lab.run.runs import compare_runs
+
+        if self._objects and self.n_jobs > 1:
+            raise ConfigurationError("parallel grid runs need config-only components (names or dicts); objects "
+                                     f"{sorted(self._objects)} cannot be sent to worker processes. Use n_jobs=1.")
+        run_dirs: list[Path] = []
+        if self.n_jobs > 1:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(max_workers=self.n_jobs, mp_context=mp.get_context("spawn")) as pool:
+                futures = [pool.submit(_train_config_in_worker, OmegaConf.to_container(c), n_epochs)
+                           for c in self.configs]
+                run_dirs = [Path(f.result()) for f in futures]
+        else:
+            for cfg in self.configs:
+                run = _Run(cfg, self._objects, None, self.silent)
+                self.runs.append(run)
+                try:
+                    run.train(n_epochs)
+                finally:
+                    run.close()
+                run_dirs.append(run.run_directory.path)
+        return compare_runs(run_dirs, params=self.grid_keys)
+
+
+def _train_config_in_worker(config: dict, n_epochs: int | None) -> str:
+    """Worker-process entry point of parallel grids."""
+    import torch
+
+    torch.set_num_threads(1)
+    run = _Run(OmegaConf.create(config), {}, None, silent=True)
+    try:
+        run.train(n_epochs)
+    finally:
+        run.close()
+    return str(run.run_directory.path)
+
+
+class RunFailedError(RuntimeError):
+    """A background run ended with an exception; the message carries its traceback."""
+
+
+class _Run:
+    """Builds and owns the parts of one run: envs, model, trainer, writers, run directory."""
+
+    def __init__(self, config: DictConfig, objects: dict[str, Any], run_dir: Path | None, silent: bool):
+        self.config = config
+        self.objects = objects
+        self.silent = silent
+        cfg = config
+        path = run_dir if run_dir is not None else new_run_dir(cfg.log_base_dir, cfg.experiment)
+        path.mkdir(parents=True, exist_ok=True)
+        self.run_directory = RunDirectory(path)
+        self._write_config()
+        self.run_directory.write_summary(status="created", experiment=cfg.experiment, seed=cfg.seed,
+                                         versions=versions(), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                         objects=sorted(objects))
+        from maze_lab.core.log_stats.writers import StatsStore
+
+        self.store = StatsStore()
+        self._trainer = None
+        self._build_lock = threading.Lock()
+        self.handle: RunHandle | None = None
+
+    def _write_config(self) -> None:
+        cfg = OmegaConf.to_container(self.config)
+        for group, obj in self.objects.items():
+            cfg[group] = {"_object_": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+        self.run_directory.config_file.write_text(OmegaConf.to_yaml(OmegaConf.create(cfg)))
+
+    # ---- building ------------------------------------------------------------------------------------------
+    def env_factory(self, index: int, prefix: str) -> Callable[[], Any]:
+        """A picklable factory of env ``index`` (wrappers, monitoring and statistics included)."""
+        env_cfg = OmegaConf.to_container(self.config.env)
+        wrappers_cfg = OmegaConf.to_container(self.config.wrappers) or {}
+        user_factory = self.objects.get("env")
+        log_dir = str(self.run_directory.event_log_dir / f"{prefix}_{index}")
+        return _EnvFactory(env_cfg, wrappers_cfg, user_factory, log_dir)
+
+    @property
+    def trainer(self) -> Any:
+        """The trainer, built on first use."""
+        with self._build_lock:
+            if self._trainer is None:
+                self._trainer = self._build()
+            return self._trainer
+
+    def _build(self) -> Any:
+        import torch
+
+        from maze_lab.core.log_stats.writers import ConsoleWriter, TensorBoardWriter
+        from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
+        from maze_lab.train.vector_env import SequentialVectorEnv, SubprocVectorEnv
+
+        cfg = self.config
+        runner = cfg.runner
+        torch.manual_seed(int(cfg.seed))
+        writers = [self.store, TensorBoardWriter(self.run_directory.tensorboard_dir)]
+        if not self.silent:
+            writers.append(ConsoleWriter())
+        self.writers = writers
+        venv_cls = {"sequential": SequentialVectorEnv, "subprocess": SubprocVectorEnv}.get(runner.vector_env)
+        if venv_cls is None:
+            raise ConfigurationError(f"runner.vector_env must be 'sequential' or 'subprocess', got "
+                                     f"'{runner.vector_env}'")
+        train_env = venv_cls([self.env_factory(i, "train") for i in range(int(runner.concurrency))],
+                             logging_prefix="train", writers=writers)
+        eval_env = SequentialVectorEnv([self.env_factory(i, "eval") for i in range(int(runner.eval_concurrency))],
+                                       logging_prefix="eval", writers=writers)
+        self.train_env, self.eval_env = train_env, eval_env
+        algorithm = self._algorithm_config()
+        model = self._model(train_env)
+        evaluator = RolloutEvaluator(eval_env, n_episodes=algorithm.eval_repeats,
+                                     deterministic=algorithm.deterministic_eval)
+        trainer_cls = _trainer_class(algorithm)
+        trainer = trainer_cls(algorithm, model, env=train_env, evaluator=evaluator, writers=writers,
+                              checkpoint_dir=self.run_directory.checkpoint_dir)
+        if cfg.input_dir:
+            source = RunDirectory.open(cfg.input_dir)
+            trainer.load_checkpoint(source.last_checkpoint)
+            self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=trainer.epoch)
+        trainer.callbacks.append(self._on_epoch)
+        return trainer
+
+    def _algorithm_config(self) -> Any:
+        from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
+
+        obj = self.objects.get("algorithm")
+        if obj is not None:
+            if not isinstance(obj, ActorCriticAlgorithmConfig):
+                raise ConfigurationError(f"algorithm must be an A2C/PPO algorithm config, got {type(obj).__name__}")
+            return obj
+        params = OmegaConf.to_container(self.config.algorithm)
+        target = params.pop("_target_", None)
+        if target is None:
+            raise ConfigurationError("the algorithm config needs a '_target_' naming its config class "
+                                     "(maze_lab.train.trainers.ppo.PPOAlgorithmConfig or ...a2c.A2CAlgorithmConfig)")
+        cls = Factory().type_from_name(target)
+        if self.config.get("n_epochs") is not None:
+            params["n_epochs"] = int(self.config.n_epochs)
+        params.setdefault("seed", int(self.config.seed))
+        try:
+            return cls.from_dict(params)
+        except TypeError as err:
+            raise ConfigurationError(f"algorithm config: {err}") from err
+
+    def _model(self, env: Any) -> Any:
+        from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
+        from maze_lab.perception.composers import build_model_composer
+
+        obj = self.objects.get("model")
+        device = OmegaConf.select(self.config, "algorithm.device", default="cpu")
+        if isinstance(obj, TorchActorCritic):
+            return obj
+        model_cfg = obj if obj is not None else OmegaConf.to_container(self.config.model)
+        if isinstance(model_cfg, dict) and "critic" in self.objects:
+            model_cfg = {**model_cfg, "critic": self.objects["critic"]}
+        composer = build_model_composer(model_cfg, env.action_spaces_dict, env.observation_spaces_dict,
+                                        env.agent_counts_dict)
+        try:
+            composer.save_graphs(self.run_directory.graph_dir)
+        except Exception as err:  # noqa: BLE001 - a graph that cannot be drawn must not stop training
+            print(f"maze-lab: model graphs not written: {err}", file=sys.stderr)
+        return composer.actor_critic(device=device)
+
+    # ---- running -------------------------------------------------------------------------------------------
+    def _on_epoch(self, trainer: Any, stats: Any) -> None:
+        self.store.save(self.run_directory.path)
+        ms = trainer.model_selection
+        self.run_directory.write_summary(
+            epoch=trainer.epoch, env_steps=trainer.env_steps, last_eval_reward=trainer.last_eval_reward,
+            best_eval_reward=None if ms.best_epoch is None else ms.best_reward, best_epoch=ms.best_epoch)
+
+    def train(self, n_epochs: int | None = None) -> None:
+        """Train in this thread; the summary records how the run ended."""
+        run_dir = self.run_directory
+        run_dir.write_summary(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        status, error = "failed", None
+        try:
+            trainer = self.trainer
+            trainer.train(n_epochs)
+            status = "stopped" if trainer.stop_reason == "stopped" else "done"
+        except BaseException as err:
+            error = "".join(traceback.format_exception(err))
+            raise
+        finally:
+            self.store.save(run_dir.path)
+            trainer = self._trainer
+            fields: dict[str, Any] = {"status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                      "error": error}
+            if trainer is not None:
+                fields.update(epoch=trainer.epoch, env_steps=trainer.env_steps, stop_reason=trainer.stop_reason,
+                              last_eval_reward=trainer.last_eval_reward,
+                              best_eval_reward=None if trainer.model_selection.best_epoch is None
+                              else trainer.model_selection.best_reward,
+                              final_train_reward=_train_reward(self.store))
+            run_dir.write_summary(**fields)
+
+    def start_async(self, n_epochs: int | None) -> RunHandle:
+        if self.handle is not None and self.handle.running:
+            raise RuntimeError(f"this run is already training in the background (status {self.handle.status}); "
+                               f"stop it or wait for it first")
+        self.handle = RunHandle(self, n_epochs)
+        return self.handle
+
+    def close(self) -> None:
+        if self._trainer is not None:
+            self.train_env.close()
+            self.eval_env.close()
+            for w in self.writers:
+                w.close()
+
+
+def _train_reward(store: Any) -> float | None:
+    df = store.to_dataframe()
+    sel = df[(df.prefix == "train") & (df.event == "reward") & (df.name == "mean")]
+    return None if sel.empty else float(sel.value.iloc[-1])
+
+
+def _trainer_class(algorithm: Any) -> type:
+    from maze_lab.train.trainers.a2c import A2C, A2CAlgorithmConfig
+    from maze_lab.train.trainers.ppo import PPO, PPOAlgorithmConfig
+
+    if isinstance(algorithm, PPOAlgorithmConfig):
+        return PPO
+    if isinstance(algorithm, A2CAlgorithmConfig):
+        return A2C
+    raise ConfigurationError(f"no trainer for {type(algorithm).__name__}; valid: PPOAlgorithmConfig, "
+                             f"A2CAlgorithmConfig")
+
+
+class _EnvFactory:
+    """Builds one env of a run: the configured (or given) env, its wrappers, monitoring and statistics."""
+
+    def __init__(self, env_cfg: dict, wrappers_cfg: dict, user_factory: Callable | None, log_dir: str):
+        self.env_cfg, self.wrappers_cfg, self.user_factory, self.log_dir = env_cfg, wrappers_cfg, user_factory, log_dir
+
+    def __call__(self) -> Any:
+        from maze_lab.core.log_stats.event_log import TSVEventLogWriter
+        from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+        from maze_lab.core.wrappers.monitoring_wrapper import MazeEnvMonitoringWrapper
+        from maze_lab.core.wrappers.wrapper import wrap_env
+
+        env = self.user_factory() if self.user_factory is not None else Factory().instantiate(self.env_cfg)
+        env = wrap_env(env, self.wrappers_cfg)
+        env = MazeEnvMonitoringWrapper.wrap(env)
+        return LogStatsWrapper.wrap(env, event_log_writers=[TSVEventLogWriter(self.log_dir)])
+
+
+class RunHandle:
+    """A training run in a background thread of the kernel: status, progress, pause/resume/stop, live stats.
+
+    Statuses: ``starting``, ``running``, ``paused``, ``stopping``, then ``done``, ``stopped`` or ``failed``.
+    """
+
+    def __init__(self, run: _Run, n_epochs: int | None):
+        self._run = run
+        self.n_epochs = n_epochs
+        self.exception: BaseException | None = None
+        self.traceback: str | None = None
+        self._status = "starting"
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=f"maze-lab run {run.run_directory.path.name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            trainer = self._run.trainer
+            self._target_epochs = trainer.epoch + (self.n_epochs if self.n_epochs is not None
+                                                   else trainer.config.n_epochs)
+            self._status = "running"
+            self._run.train(self.n_epochs)
+            self._status = "stopped" if trainer.stop_reason == "stopped" else "done"
+        except BaseException as err:  # noqa: BLE001 - the kernel must survive anything the run raises
+            self.exception = err
+            self.traceback = "".join(traceback.format_exception(err))
+            self._status = "failed"
+            print(f"maze-lab: background run {self.run_dir} failed:\n{self.traceback}", file=sys.stderr, flush=True)
+        finally:
+            self._done.set()
+
+    # ---- state ---------------------------------------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """Current status."""
+        if self._status == "running" and self._run._trainer is not None and self._run._trainer.paused:
+            return "paused"
+        return self._status
+
+    @property
+    def running(self) -> bool:
+        """Whether the thread is still working."""
+        return not self._done.is_set()
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory."""
+        return self._run.run_directory.path
+
+    @property
+    def progress(self) -> dict[str, Any]:
+        """Epoch, target epochs, updates, env steps and the last evaluation reward."""
+        trainer = self._run._trainer
+        if trainer is None:
+            return {"status": self.status, "epoch": 0, "n_epochs": self.n_epochs, "env_steps": 0}
+        target = getattr(self, "_target_epochs", None)
+        return {"status": self.status, "epoch": trainer.epoch, "n_epochs": target, "updates": trainer.updates,
+                "env_steps": trainer.env_steps, "last_eval_reward": trainer.last_eval_reward,
+                "fraction": (trainer.epoch / target) if target else None}
+
+    @property
+    def stats(self) -> Any:
+        """The live statistics DataFrame."""
+        return self._run.store.to_dataframe()
+
+    @property
+    def store(self) -> Any:
+        """The live StatsStore (for widgets)."""
+        return self._run.store
+
+    @property
+    def latest_checkpoint(self) -> Path | None:
+        """The last checkpoint, once written."""
+        path = self._run.run_directory.last_checkpoint
+        return path if path.exists() else None
+
+    @property
+    def best_checkpoint(self) -> Path | None:
+        """The best checkpoint, once written."""
+        path = self._run.run_directory.best_checkpoint
+        return path if path.exists() else None
+
+    # ---- control -------------------------------------------------------------------------------------------
+    def _trainer_or_none(self) -> Any:
+        return self._run._trainer
+
+    def pause(self) -> None:
+        """Pause between updates."""
+        trainer = self._wait_for_trainer()
+        if trainer is not None:
+            trainer.pause()
+
+    def resume(self) -> None:
+        """Continue after pause."""
+        trainer = self._wait_for_trainer()
+        if trainer is not None:
+            trainer.resume()
+
+    def stop(self, timeout: float | None = 60.0) -> Path | None:
+        """Stop after the current update; a checkpoint is written. Returns the checkpoint path."""
+        if self.running:
+            self._status = "stopping"
+            trainer = self._wait_for_trainer()
+            if trainer is not None:
+                trainer.request_stop()
+            self._done.wait(timeout)
+        return self.latest_checkpoint
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the run ends (or the timeout passes); raises RunFailedError where it failed."""
+        self._done.wait(timeout)
+        if self._status == "failed":
+            raise RunFailedError(f"the run in {self.run_dir} failed:\n{self.traceback}")
+        return self.status
+
+    def _wait_for_trainer(self, timeout: float = 120.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while self._run._trainer is None and self.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self._run._trainer
+
+    def __repr__(self) -> str:
+        p = self.progress
+        return (f"<RunHandle {self.status} epoch {p.get('epoch')}/{p.get('n_epochs')} env_steps {p.get('env_steps')} "
+                f"run_dir={self.run_dir}>")
+
+    def _repr_html_(self) -> str:
+        p = self.progress
+        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in
+                       {**p, "run_dir": self.run_dir}.items())
+        return f"<table>{rows}</table>"
