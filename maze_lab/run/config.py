@@ -211,7 +211,8 @@ def parse_cli_overrides(args: Iterable[str]) -> tuple[dict[str, str], dict[str, 
     components, overrides = {}, {}
     for arg in args:
         if "=" not in arg:
-            raise ConfigurationError(f"override '{arg}' must look like key=value (e.g. algorithm=a2c, algorithm.lr=0.001)")
+            raise ConfigurationError(
+                f"override '{arg}' must look like key=value (e.g. algorithm=a2c, algorithm.lr=0.001)")
         key, text = arg.split("=", 1)
         key = key.lstrip("+")
         if key in GROUPS or key == "experiment":

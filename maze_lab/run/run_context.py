@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError, Factory
-from maze_lab.run.config import GROUPS, compose_config
+from maze_lab.run.config import compose_config
 from maze_lab.run.run_dir import RunDirectory, new_run_dir, versions
 
 
