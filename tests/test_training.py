@@ -185,3 +185,50 @@ def test_not_a_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="is not a maze-lab checkpoint"):
         trainer.load_checkpoint(path)
     assert np.isfinite(trainer.env_steps)
+
+
+def _normalized_cartpole():
+    from maze_lab.core.wrappers.observation_normalization.observation_normalization_wrapper import (
+        ObservationNormalizationWrapper,
+    )
+
+    env = cartpole_factory()
+    return ObservationNormalizationWrapper.wrap(env, statistics_dump=None, default_statistics={
+        "mean": np.array([0.1, 0.2, 0.3, 0.4], dtype=np.float32), "std": np.full(4, 2.0, dtype=np.float32)})
+
+
+def test_checkpoint_carries_normalization_statistics(tmp_path):
+    config = A2CAlgorithmConfig(n_epochs=1, epoch_length=1, n_rollout_steps=4, seed=0)
+    env = SequentialVectorEnv([_normalized_cartpole] * 2)
+    trainer = A2C(config, flat_actor_critic(env.envs[0]), env=env, checkpoint_dir=tmp_path)
+    trainer.train()
+    state = torch.load(tmp_path / "state_dict_last.pt", weights_only=True)
+    stats = state["normalization_statistics"]["observation"]
+    assert torch.allclose(stats["mean"], torch.tensor([0.1, 0.2, 0.3, 0.4]))
+
+    # a fresh stack with other statistics gets the checkpoint's back
+    def other():
+        e = _normalized_cartpole()
+        e.set_normalization_statistics({"observation": {"mean": np.zeros(4, dtype=np.float32),
+                                                         "std": np.ones(4, dtype=np.float32)}})
+        return e
+
+    env2 = SequentialVectorEnv([other] * 2)
+    resumed = A2C(config, flat_actor_critic(env2.envs[0]), env=env2)
+    resumed.load_checkpoint(tmp_path / "state_dict_last.pt")
+    restored = env2.envs[1].get_normalization_statistics()["observation"]
+    np.testing.assert_allclose(restored["mean"], [0.1, 0.2, 0.3, 0.4])
+    np.testing.assert_allclose(restored["std"], [2.0] * 4)
+
+
+def test_fine_tune_ppo_checkpoint_with_a2c(tmp_path):
+    ppo = _trainer(PPO, _ppo_config(n_epochs=1, epoch_length=2, n_optimization_epochs=1), checkpoint_dir=tmp_path)
+    ppo.train()
+    a2c = _trainer(A2C, A2CAlgorithmConfig(n_epochs=1, epoch_length=2, n_rollout_steps=8, seed=3), seed=7)
+    a2c.load_checkpoint(tmp_path / "state_dict_last.pt", weights_only=True)
+    for k, v in ppo.model.state_dict().items():
+        for n, t in v.items():
+            assert torch.equal(a2c.model.state_dict()[k][n], t)
+    assert a2c.epoch == 0  # fine-tuning starts a new schedule with a fresh optimizer
+    a2c.train()
+    assert a2c.epoch == 1

@@ -119,3 +119,33 @@ def test_worker_factory_error_surfaces():
 
     with pytest.raises(VectorEnvWorkerError, match="cannot build this env"):
         SubprocVectorEnv([bad_factory])
+
+
+def _slow_factory():
+    from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv
+
+    class Slow(GymMazeEnv):
+        def step(self, action):
+            time.sleep(0.05)
+            return super().step(action)
+
+    return Slow("CartPole-v1", render_mode=None)
+
+
+def test_interrupt_while_stepping_shuts_workers_down():
+    import _thread
+    import threading
+
+    venv = SubprocVectorEnv([_slow_factory, _slow_factory])
+    venv.reset()
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in range(200):
+            venv.step({"action": np.zeros(2, dtype=np.int64)})
+    deadline = time.time() + 5
+    while any(p.is_alive() for p in venv.processes) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(p.is_alive() for p in venv.processes)
+    with pytest.raises(RuntimeError, match="closed"):
+        venv.step({"action": np.zeros(2, dtype=np.int64)})

@@ -346,11 +346,22 @@ class SubprocVectorEnv(VectorEnv):
                 out[i] = v
         return out
 
+    def _exchange(self, messages: list[tuple[str, Any]]) -> list[Any]:
+        """Send one message per worker and collect the replies; on an interrupt all workers are shut down
+        (a half-finished exchange leaves the pipes out of step, so the vector env cannot be used on)."""
+        if self._closed:
+            raise RuntimeError("this SubprocVectorEnv is closed (after close(), a worker error or an interrupt)")
+        try:
+            for conn, message in zip(self._conns, messages, strict=True):
+                conn.send(message)
+            return [self._receive(c) for c in self._conns]
+        except BaseException:
+            self.close()
+            raise
+
     def reset(self) -> dict[str, np.ndarray]:
         """Reset every env."""
-        for conn, seeds in zip(self._conns, self._scatter(self._seeds()), strict=True):
-            conn.send(("reset", seeds))
-        replies = [self._receive(c) for c in self._conns]
+        replies = self._exchange([("reset", seeds) for seeds in self._scatter(self._seeds())])
         obs = self._gather([r[0] for r in replies])
         self._set_actor(self._gather([r[1] for r in replies]))
         return stack_observations(obs)
@@ -364,9 +375,7 @@ class SubprocVectorEnv(VectorEnv):
                                                               np.ndarray, list[dict]]:
         """Step all workers in parallel."""
         per_env = unstack_actions(actions, self.n_envs)
-        for conn, acts in zip(self._conns, self._scatter(per_env), strict=True):
-            conn.send(("step", acts))
-        replies = [self._receive(c) for c in self._conns]
+        replies = self._exchange([("step", acts) for acts in self._scatter(per_env)])
         results = self._gather([r[0] for r in replies])
         for r in replies:
             for ep in r[1]:
@@ -393,17 +402,13 @@ class SubprocVectorEnv(VectorEnv):
     def _collect_episodes(self) -> None:
         if self._closed:
             return
-        for conn in self._conns:
-            conn.send(("episodes", None))
-        for conn in self._conns:
-            for ep in self._receive(conn):
+        for episodes in self._exchange([("episodes", None)] * len(self._conns)):
+            for ep in episodes:
                 self.epoch_aggregator.add_episode(ep)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
         """Call a method on every env (in env order) and return the results."""
-        for conn in self._conns:
-            conn.send(("call", (name, args, kwargs)))
-        return self._gather([self._receive(c) for c in self._conns])
+        return self._gather(self._exchange([("call", (name, args, kwargs))] * len(self._conns)))
 
     def close(self) -> None:
         """Stop all workers; processes that do not exit in time are terminated, then killed."""

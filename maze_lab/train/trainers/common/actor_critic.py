@@ -380,6 +380,8 @@ class ActorCriticTrainer(ABC):
         if not isinstance(state, dict) or "model" not in state:
             raise ValueError(f"{path} is not a maze-lab checkpoint (expected a dict with 'model' weights)")
         self.model.load_state_dict(state["model"])
+        if state.get("normalization_statistics"):
+            _restore_normalization_statistics(self.env, state["normalization_statistics"])
         if weights_only:
             return
         if state.get("trainer") == type(self).__name__ and "optimizer" in state:
@@ -409,16 +411,40 @@ def _grad_norm(params: Any) -> float:
 
 
 def _normalization_statistics(env: Any) -> Any:
-    envs = getattr(env, "envs", None)
-    target = envs[0] if envs else None
-    getter = getattr(target, "get_normalization_statistics", None) if target is not None else None
-    if getter is None:
-        return None
+    """The observation normalization statistics of the training envs (None without normalization)."""
     try:
-        stats = getter()
+        envs = getattr(env, "envs", None)
+        if envs:
+            getter = getattr(envs[0], "get_normalization_statistics", None)
+            stats = getter() if getter is not None else None
+        elif hasattr(env, "call"):
+            stats = env.call("get_normalization_statistics")[0]
+        else:
+            stats = None
     except Exception:  # noqa: BLE001 - no normalization wrapper in the stack
         return None
-    return _to_plain(stats)
+    return _to_plain(stats) if stats else None
+
+
+def _restore_normalization_statistics(env: Any, stats: Any) -> None:
+    """Give every training env the statistics of a checkpoint."""
+    plain = _to_numpy(stats)
+    envs = getattr(env, "envs", None)
+    if envs:
+        for e in envs:
+            e.set_normalization_statistics(plain)
+    elif hasattr(env, "call"):
+        env.call("set_normalization_statistics", plain)
+
+
+def _to_numpy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _to_numpy(v) for k, v in value.items()}
+    if isinstance(value, torch.Tensor):
+        return value.numpy()
+    if isinstance(value, list):
+        return [_to_numpy(v) for v in value]
+    return value
 
 
 def _to_plain(value: Any) -> Any:
