@@ -18,12 +18,7 @@ class A2C(ActorCriticTrainer):
         cfg = self.config
         total = 0.0
         for key, batch in batches.items():
-            out, values = self._policy_and_values(key, batch)
-            log_prob = out.prob_dist.joint_log_prob(batch.actions)
-            entropy = out.prob_dist.joint_entropy().mean()
-            adv = batch.advantages
-            if cfg.normalize_advantages and len(adv) > 1:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            log_prob, entropy, adv, values = self._forward(key, batch)
             policy_loss = -(log_prob * adv).mean()
             value_loss = (batch.returns - values).pow(2).mean()
             self._check_finite({"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy})

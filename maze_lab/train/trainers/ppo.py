@@ -42,12 +42,7 @@ class PPO(ActorCriticTrainer):
                     if len(idx) == 0:
                         continue
                     mb = batch.select(idx)
-                    out, values = self._policy_and_values(key, mb)
-                    log_prob = out.prob_dist.joint_log_prob(mb.actions)
-                    entropy = out.prob_dist.joint_entropy().mean()
-                    adv = mb.advantages
-                    if cfg.normalize_advantages and len(adv) > 1:
-                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                    log_prob, entropy, adv, values = self._forward(key, mb)
                     log_ratio = log_prob - mb.old_log_prob
                     ratio = log_ratio.exp()
                     policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()

@@ -302,6 +302,17 @@ class ActorCriticTrainer(ABC):
         critic_in = out.embedding_logits if out.embedding_logits else batch.obs
         return out, self.critic.predict_values({key: critic_in})[key].reshape(-1)
 
+    def _forward(self, key: StepKey, batch: KeyBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                torch.Tensor]:
+        """Log-probability of the taken actions, mean entropy, (normalized) advantages and predicted values."""
+        out, values = self._policy_and_values(key, batch)
+        log_prob = out.prob_dist.joint_log_prob(batch.actions)
+        entropy = out.prob_dist.joint_entropy().mean()
+        adv = batch.advantages
+        if self.config.normalize_advantages and len(adv) > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        return log_prob, entropy, adv, values
+
     def _check_finite(self, terms: dict[str, torch.Tensor]) -> None:
         bad = {name: t.item() for name, t in terms.items() if not torch.isfinite(t).all()}
         if bad:
