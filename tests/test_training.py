@@ -232,3 +232,14 @@ def test_fine_tune_ppo_checkpoint_with_a2c(tmp_path):
     assert a2c.epoch == 0  # fine-tuning starts a new schedule with a fresh optimizer
     a2c.train()
     assert a2c.epoch == 1
+
+
+def test_stop_requested_before_training_starts_is_honoured(tmp_path):
+    trainer = _trainer(PPO, _ppo_config(n_epochs=5, epoch_length=2, n_optimization_epochs=1),
+                       checkpoint_dir=tmp_path)
+    trainer.request_stop()
+    trainer.train()
+    assert trainer.stop_reason == "stopped" and trainer.updates == 0
+    assert (tmp_path / "state_dict_last.pt").exists()
+    trainer.train(n_epochs=1)  # the stop ended the last call only
+    assert trainer.epoch == 1

@@ -125,7 +125,11 @@ class RunContext:
 
     def evaluate(self, n_episodes: int | None = None, deterministic: bool | None = None) -> dict[str, float]:
         """Evaluate the current policy; returns ``{"Topic/event/name": value}`` of the evaluation episodes."""
-        trainer = self._single().trainer
+        run = self._single()
+        if run.handle is not None and run.handle.running:
+            raise RuntimeError("the run is training in the background; evaluate after it ended (handle.wait()) or "
+                               "stop it (handle.stop()) — both would use the same evaluation envs")
+        trainer = run.trainer
         trainer.evaluate(deterministic=deterministic, repeats=n_episodes)
         return {f"{k.topic}/{k.event_name}/{k.label}": v for k, v in trainer.evaluator.last_stats.items()
                 if not isinstance(v, list)}
@@ -325,6 +329,9 @@ class _Run:
             trainer = self.trainer
             trainer.train(n_epochs)
             status = "stopped" if trainer.stop_reason == "stopped" else "done"
+        except KeyboardInterrupt:
+            status = "interrupted"  # the checkpoint of the last finished epoch stays as it is
+            raise
         except BaseException as err:
             error = "".join(traceback.format_exception(err))
             raise

@@ -170,9 +170,14 @@ class ActorCriticTrainer(ABC):
             torch.manual_seed(self.config.seed)
         if self.rollout_generator._obs is None:
             self.rollout_generator.reset(self.config.seed)
-        self._stop.clear()
         self.stop_reason = None
         self.model.train()
+        try:
+            self._train_epochs(target)
+        finally:
+            self._stop.clear()  # a stop ends this call only; a stop requested before it started is honoured
+
+    def _train_epochs(self, target: float) -> None:
         while self.epoch < target:
             epoch_start = time.perf_counter()
             for _ in range(self.config.epoch_length):
