@@ -1,0 +1,109 @@
+"""Configuration: groups, experiments, user config packages, interpolation, checked overrides."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from maze_lab.core.utils.factory import ConfigurationError
+from maze_lab.run.config import available_options, compose_config, parse_cli_overrides
+
+
+def test_builtin_groups_and_options():
+    options = available_options()
+    assert {"gym_env", "cutting2d_flat", "cutting2d_struct", "cutting2d_struct_masked"} <= set(options["env"])
+    assert options["algorithm"] == ["a2c", "ppo"]
+    assert {"dev", "local"} <= set(options["runner"])
+    assert {"cartpole_ppo", "cutting2d_masked_ppo"} <= set(options["experiment"])
+
+
+def test_defaults_and_group_selection():
+    cfg = compose_config()
+    assert cfg.env.name == "CartPole-v1" and cfg.algorithm._target_.endswith("PPOAlgorithmConfig")
+    cfg = compose_config({"algorithm": "a2c", "runner": "local"}, {"env.name": "Pendulum-v1"})
+    assert cfg.algorithm._target_.endswith("A2CAlgorithmConfig") and cfg.algorithm.lr == 0.0005
+    assert cfg.runner.vector_env == "subprocess" and cfg.env.name == "Pendulum-v1"
+
+
+def test_experiment_file_overrides_groups_and_values():
+    cfg = compose_config(experiment="cutting2d_masked_ppo")
+    assert cfg.env._target_ == "maze_lab.examples.cutting2d.make_masked_env"
+    assert cfg.model.critic._target_.endswith("StepStateCriticComposer")
+    assert cfg.algorithm.n_rollout_steps == 64 and cfg.experiment == "cutting2d_masked_ppo"
+
+
+def test_composition_repeats_in_one_process():
+    first = [compose_config({"algorithm": a}).algorithm._target_ for a in ("a2c", "ppo", "a2c")]
+    assert first[0] == first[2] != first[1]
+
+
+def test_unknown_group_option_and_key_list_valid_choices():
+    with pytest.raises(ConfigurationError, match="unknown config group 'algo'; valid groups: env, wrappers, model"):
+        compose_config({"algo": "ppo"})
+    with pytest.raises(ConfigurationError, match="unknown option 'ppo2' for config group 'algorithm'; valid options: "
+                                                 "a2c, ppo"):
+        compose_config({"algorithm": "ppo2"})
+    with pytest.raises(ConfigurationError, match="unknown option 'nope' for config group 'experiment'"):
+        compose_config(experiment="nope")
+    with pytest.raises(ConfigurationError, match="unknown config key 'algorithm.lrr'; valid keys in 'algorithm': .*lr"):
+        compose_config(overrides={"algorithm.lrr": 0.1})
+    with pytest.raises(ConfigurationError, match="unknown config key 'runnr.concurrency': 'runnr' is not in the root "
+                                                 "config; valid keys there: .*runner"):
+        compose_config(overrides={"runnr.concurrency": 2})
+
+
+def test_wrong_type_names_key_and_expected_type():
+    with pytest.raises(ConfigurationError, match="override 'algorithm.lr': expected a value of type float .* got str"):
+        compose_config(overrides={"algorithm.lr": "fast"})
+    with pytest.raises(ConfigurationError, match="'runner.concurrency': expected a value of type int .* got float 2.5"):
+        compose_config(overrides={"runner.concurrency": 2.5})
+    with pytest.raises(ConfigurationError, match="'algorithm.deterministic_eval': expected a value of type bool"):
+        compose_config(overrides={"algorithm.deterministic_eval": "yes"})
+
+
+def test_schedules_and_free_form_sections_accept_new_values():
+    cfg = compose_config(overrides={"algorithm.lr": {"type": "linear", "start": 1e-3, "end": 0.0},
+                                    "wrappers.TimeLimitWrapper": {"max_episode_steps": 10},
+                                    "env.max_episode_steps": 50})
+    assert cfg.algorithm.lr.type == "linear" and cfg.wrappers.TimeLimitWrapper.max_episode_steps == 10
+    assert cfg.env.max_episode_steps == 50
+
+
+def test_dict_components_replace_a_group():
+    cfg = compose_config({"env": {"_target_": "maze_lab.core.wrappers.gym_maze_env.make_gym_maze_env",
+                                  "name": "Acrobot-v1"},
+                          "critic": {"_target_": "maze_lab.perception.models.critics.StepStateCriticComposer",
+                                     "networks": []}})
+    assert cfg.env.name == "Acrobot-v1" and cfg.model.critic._target_.endswith("StepStateCriticComposer")
+
+
+def test_user_config_package_and_interpolation(tmp_path, monkeypatch):
+    pkg = tmp_path / "my_project_conf"
+    (pkg / "env").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "env" / "my_pendulum.yaml").write_text(textwrap.dedent("""
+        _target_: maze_lab.core.wrappers.gym_maze_env.make_gym_maze_env
+        name: Pendulum-v1
+        max_episode_steps: ${runner.concurrency}
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert "my_pendulum" in available_options(["my_project_conf"])["env"]
+        cfg = compose_config({"env": "my_pendulum"}, {"runner.concurrency": 3}, config_modules=["my_project_conf"])
+        assert cfg.env.name == "Pendulum-v1"
+        assert cfg.env.max_episode_steps == 3  # interpolation resolved after the overrides
+        with pytest.raises(ConfigurationError, match="config module 'no_such_conf' cannot be imported"):
+            compose_config(config_modules=["no_such_conf"])
+    finally:
+        sys.modules.pop("my_project_conf", None)
+
+
+def test_cli_override_parsing():
+    components, overrides = parse_cli_overrides(["algorithm=a2c", "algorithm.lr=0.001", "env.name=Pendulum-v1",
+                                                 "+experiment=cartpole_ppo", "model.policy.networks=[1, 2]"])
+    assert components == {"algorithm": "a2c", "experiment": "cartpole_ppo"}
+    assert overrides == {"algorithm.lr": 0.001, "env.name": "Pendulum-v1", "model.policy.networks": [1, 2]}
+    with pytest.raises(ConfigurationError, match="must look like key=value"):
+        parse_cli_overrides(["algorithm"])
