@@ -214,7 +214,8 @@ def test_stats_store_concurrent_writers_and_readers():
 
 
 def test_tsv_event_logs(tmp_path):
-    run_script(event_log_writers=[TSVEventLogWriter(tmp_path)])
+    env = run_script(event_log_writers=[TSVEventLogWriter(tmp_path)])
+    env.close()
     hits = (tmp_path / "ScriptEvents.hit.tsv").read_text().splitlines()
     assert hits[0] == "episode_id\tstep"
     assert len(hits) - 1 == 9  # 3 + 6 hit events

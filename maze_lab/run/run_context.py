@@ -337,6 +337,7 @@ class _Run:
             raise
         finally:
             self.store.save(run_dir.path)
+            self._flush_event_logs()
             trainer = self._trainer
             fields: dict[str, Any] = {"status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                       "error": error}
@@ -347,6 +348,19 @@ class _Run:
                               else trainer.model_selection.best_reward,
                               final_train_reward=_train_reward(self.store))
             run_dir.write_summary(**fields)
+
+    def _flush_event_logs(self) -> None:
+        if self._trainer is None:
+            return
+        for venv in (self.train_env, self.eval_env):
+            try:
+                if hasattr(venv, "envs"):
+                    for env in venv.envs:
+                        env.flush_event_logs()
+                else:
+                    venv.call("flush_event_logs")
+            except Exception as err:  # noqa: BLE001 - e.g. workers already gone after a failure
+                print(f"maze-lab: event logs not flushed: {err}", file=sys.stderr)
 
     def start_async(self, n_epochs: int | None) -> RunHandle:
         if self.handle is not None and self.handle.running:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +45,9 @@ class EventLogWriter(ABC):
     def write(self, episode_log: EpisodeEventLog) -> None:
         """Write one episode."""
 
+    def close(self) -> None:
+        """Flush and release files."""
+
 
 def _cell(value: Any) -> str:
     if isinstance(value, np.ndarray):
@@ -60,13 +64,32 @@ def _cell(value: Any) -> str:
 
 class TSVEventLogWriter(EventLogWriter):
     """Appends each event to ``<log_dir>/<Topic>.<event>.tsv`` with columns episode_id, step and the event's
-    attributes (one file per event type, as in Maze)."""
+    attributes (one file per event type, as in Maze).
 
-    def __init__(self, log_dir: str | Path, skip_topics: Sequence[str] = ("ObservationEvents",)):
+    Files stay open; they are flushed at most once per ``flush_seconds`` and on :meth:`close`.
+    """
+
+    def __init__(self, log_dir: str | Path, skip_topics: Sequence[str] = ("ObservationEvents",),
+                 flush_seconds: float = 2.0):
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.skip_topics = set(skip_topics)
+        self.flush_seconds = flush_seconds
         self._headers: dict[str, list[str]] = {}
+        self._files: dict[str, Any] = {}
+        self._last_flush = time.monotonic()
+
+    def _writer(self, name: str) -> Any:
+        entry = self._files.get(name)
+        if entry is None:
+            path = self.log_dir / f"{name}.tsv"
+            new = not path.exists()
+            fh = path.open("a", newline="")
+            w = csv.writer(fh, delimiter="\t", lineterminator="\n")
+            if new:
+                w.writerow(self._headers[name])
+            entry = self._files[name] = (fh, w)
+        return entry[1]
 
     def write(self, episode_log: EpisodeEventLog) -> None:
         """Append the episode's events."""
@@ -88,10 +111,25 @@ class TSVEventLogWriter(EventLogWriter):
                     [str(episode_log.episode_id), str(step)] + [_cell(ev.attributes.get(h)) for h in header[2:]]
                 )
         for name, lines in rows.items():
-            path = self.log_dir / f"{name}.tsv"
-            new = not path.exists()
-            with path.open("a", newline="") as fh:
-                w = csv.writer(fh, delimiter="\t", lineterminator="\n")
-                if new:
-                    w.writerow(self._headers[name])
-                w.writerows(lines)
+            self._writer(name).writerows(lines)
+        now = time.monotonic()
+        if now - self._last_flush > self.flush_seconds:
+            self.flush()
+            self._last_flush = now
+
+    def flush(self) -> None:
+        """Write buffered rows to disk."""
+        for fh, _ in self._files.values():
+            fh.flush()
+
+    def close(self) -> None:
+        """Flush and close all files."""
+        for fh, _ in self._files.values():
+            fh.close()
+        self._files = {}
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

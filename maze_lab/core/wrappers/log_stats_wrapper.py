@@ -138,6 +138,19 @@ class LogStatsWrapper(Wrapper):
         """This wrapper's writers, or the process-wide defaults of ``setup_logging`` where none were given."""
         return self._writers if self._writers is not None else default_writers()
 
+    def flush_event_logs(self) -> None:
+        """Write buffered event log rows to disk."""
+        for w in self.event_log_writers:
+            flush = getattr(w, "flush", None)
+            if flush is not None:
+                flush()
+
+    def close(self) -> None:
+        """Close the event log writers and the wrapped env."""
+        for w in self.event_log_writers:
+            w.close()
+        self.env.close()
+
     def add_writer(self, writer: LogStatsWriter) -> None:
         """Register another epoch statistics writer."""
         self._writers = [*(self._writers or []), writer]
