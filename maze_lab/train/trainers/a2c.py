@@ -28,8 +28,7 @@ class A2C(ActorCriticTrainer):
             self._record(ActorCriticEvents.policy_entropy, entropy.item(), key)
             self._record(ActorCriticEvents.critic_value, values.mean().item(), key)
             self._record(ActorCriticEvents.critic_value_loss, value_loss.item(), key)
-        self._step(total)
-        self._record_grad_norms()
+        self._step(total, record_grad_norms=True)
 
 
 MultiStepA2C = A2C

@@ -56,9 +56,9 @@ class PPO(ActorCriticTrainer):
                     for name, t in (("policy_loss", policy_loss), ("entropy", entropy), ("value_loss", value_loss),
                                     ("value", values.mean())):
                         sums[(name, key)] = sums.get((name, key), 0.0) + float(t.detach())
-                self._step(total)
                 n_steps += 1
-        self._record_grad_norms()
+                last = n_steps == cfg.n_optimization_epochs * n_minibatches
+                self._step(total, record_grad_norms=last)
         events = {"policy_loss": ActorCriticEvents.policy_loss, "entropy": ActorCriticEvents.policy_entropy,
                   "value_loss": ActorCriticEvents.critic_value_loss, "value": ActorCriticEvents.critic_value}
         for (name, key), total_value in sums.items():

@@ -327,9 +327,11 @@ class ActorCriticTrainer(ABC):
                 f"stays on disk. Lower the learning rate or check rewards and observations for NaN/inf."
             )
 
-    def _step(self, loss: torch.Tensor) -> None:
+    def _step(self, loss: torch.Tensor, record_grad_norms: bool = False) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if record_grad_norms:
+            self._record_grad_norms()  # before clipping: the norms the loss produced
         if self.config.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
