@@ -46,7 +46,8 @@ class TrainingDashboard:
         self._seen_version = -1
         self._task: asyncio.Task | None = None
         self.header = w.HTML()
-        self.rewards = go.FigureWidget(make_subplots(rows=1, cols=2, subplot_titles=("episode reward", "episode length")))
+        self.rewards = go.FigureWidget(make_subplots(rows=1, cols=2,
+                                                     subplot_titles=("episode reward", "episode length")))
         self.kpis = go.FigureWidget(layout={"title": "KPIs (epoch mean)", "height": 320})
         self.trainer = go.FigureWidget(make_subplots(rows=1, cols=3, subplot_titles=("losses", "entropy",
                                                                                         "gradient norms")))
