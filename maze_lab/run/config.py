@@ -133,7 +133,8 @@ def apply_override(cfg: DictConfig, key: str, value: Any) -> None:
     if last not in node:
         # free-form mappings (wrapper parameters, env kwargs) may gain keys; typed sections may not
         if _typed_section(parts):
-            raise ConfigurationError(f"unknown config key '{key}'; valid keys in '{'.'.join(parts[:-1])}': "
+            where = f"'{'.'.join(parts[:-1])}'" if len(parts) > 1 else "the root config"
+            raise ConfigurationError(f"unknown config key '{key}'; valid keys in {where}: "
                                      f"{', '.join(sorted(map(str, node.keys())))}")
         node[last] = value
         return

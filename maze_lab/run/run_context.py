@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import sys
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError, Factory
-from maze_lab.run.config import compose_config
+from maze_lab.run.config import GROUPS, compose_config
 from maze_lab.run.run_dir import RunDirectory, new_run_dir, versions
 
 
@@ -74,6 +75,9 @@ class RunContext:
             self.grid, self.grid_keys = [overrides], []
             self.config = self._compose(overrides)
             self.configs = [self.config]
+        for cfg in self.configs:
+            if cfg.get("input_dir"):
+                RunDirectory.open(cfg.input_dir)  # refuse a directory that is not a run before creating one
         self._requested_run_dir = Path(run_dir) if run_dir is not None else None
         self._run: _Run | None = None
         self.runs: list[_Run] = []
@@ -118,10 +122,15 @@ class RunContext:
         self._single().train(n_epochs)
         return self
 
-    def train_async(self, n_epochs: int | None = None) -> RunHandle:
-        """Start training in a background thread of this process and return a handle at once."""
+    def train_async(self, n_epochs: int | None = None, torch_threads: int | None = 1) -> RunHandle:
+        """Start training in a background thread of this process and return a handle at once.
+
+        :param torch_threads: torch intra-op threads of the training thread only (the kernel's own setting is
+            untouched); None keeps torch's default. One thread is fastest for the small networks of RL on CPU:
+            with more, OpenMP runs a second thread pool beside the kernel's and small ops get several times slower.
+        """
         run = self._single()
-        return run.start_async(n_epochs)
+        return run.start_async(n_epochs, torch_threads)
 
     def evaluate(self, n_episodes: int | None = None, deterministic: bool | None = None) -> dict[str, float]:
         """Evaluate the current policy; returns ``{"Topic/event/name": value}`` of the evaluation episodes."""
@@ -169,7 +178,11 @@ class RunContext:
                 finally:
                     run.close()
                 run_dirs.append(run.run_directory.path)
-        return compare_runs(run_dirs, params=self.grid_keys)
+        table = compare_runs(run_dirs, params=self.grid_keys)
+        for key in self.grid_keys:
+            if key in GROUPS:  # the option name, not the composed group config
+                table[key] = [overrides[key] for overrides in self.grid]
+        return table
 
 
 def _train_config_in_worker(config: dict, n_epochs: int | None) -> str:
@@ -201,9 +214,10 @@ class _Run:
         path.mkdir(parents=True, exist_ok=True)
         self.run_directory = RunDirectory(path)
         self._write_config()
+        # versions() imports torch (about a second): it is recorded when the run is built, which for a background
+        # run happens in the training thread, so that train_async() returns at once
         self.run_directory.write_summary(status="created", experiment=cfg.experiment, seed=cfg.seed,
-                                         versions=versions(), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                         objects=sorted(objects))
+                                         created=time.strftime("%Y-%m-%dT%H:%M:%S"), objects=sorted(objects))
         from maze_lab.core.log_stats.writers import StatsStore
 
         self.store = StatsStore()
@@ -243,6 +257,7 @@ class _Run:
 
         cfg = self.config
         runner = cfg.runner
+        self.run_directory.write_summary(versions=versions())
         torch.manual_seed(int(cfg.seed))
         writers = [self.store, TensorBoardWriter(self.run_directory.tensorboard_dir)]
         if not self.silent:
@@ -362,11 +377,11 @@ class _Run:
             except Exception as err:  # noqa: BLE001 - e.g. workers already gone after a failure
                 print(f"maze-lab: event logs not flushed: {err}", file=sys.stderr)
 
-    def start_async(self, n_epochs: int | None) -> RunHandle:
+    def start_async(self, n_epochs: int | None, torch_threads: int | None = 1) -> RunHandle:
         if self.handle is not None and self.handle.running:
             raise RuntimeError(f"this run is already training in the background (status {self.handle.status}); "
                                f"stop it or wait for it first")
-        self.handle = RunHandle(self, n_epochs)
+        self.handle = RunHandle(self, n_epochs, torch_threads)
         return self.handle
 
     def close(self) -> None:
@@ -413,25 +428,46 @@ class _EnvFactory:
         return LogStatsWrapper.wrap(env, event_log_writers=[TSVEventLogWriter(self.log_dir)])
 
 
+def _set_torch_threads_of_this_thread(n: int) -> None:
+    """Set torch's intra-op threads for the calling thread only, leaving the setting of every other thread alone.
+
+    torch.set_num_threads sets the calling thread's OpenMP/MKL thread count and a process-wide value that threads
+    read when they first use torch; a helper thread puts the process-wide value back.
+    """
+    import torch
+
+    previous = torch.get_num_threads()  # first use in this thread: it takes the process-wide value now, not later
+    torch.set_num_threads(n)
+    helper = threading.Thread(target=torch.set_num_threads, args=(previous,), name="maze-lab torch threads")
+    helper.start()
+    helper.join()
+
+
 class RunHandle:
     """A training run in a background thread of the kernel: status, progress, pause/resume/stop, live stats.
 
     Statuses: ``starting``, ``running``, ``paused``, ``stopping``, then ``done``, ``stopped`` or ``failed``.
     """
 
-    def __init__(self, run: _Run, n_epochs: int | None):
+    def __init__(self, run: _Run, n_epochs: int | None, torch_threads: int | None = 1):
         self._run = run
         self.n_epochs = n_epochs
+        self.torch_threads = torch_threads
         self.exception: BaseException | None = None
         self.traceback: str | None = None
         self._status = "starting"
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._main, name=f"maze-lab run {run.run_directory.path.name}",
-                                        daemon=True)
+        # the thread runs in a copy of the caller's context: Jupyter kernels keep the cell a print belongs to in a
+        # context variable, so the run's output (a failure's traceback) shows under the cell that started it
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._main,),
+                                        name=f"maze-lab run {run.run_directory.path.name}", daemon=True)
         self._thread.start()
 
     def _main(self) -> None:
         try:
+            if self.torch_threads is not None:
+                _set_torch_threads_of_this_thread(self.torch_threads)
             trainer = self._run.trainer
             self._target_epochs = trainer.epoch + (self.n_epochs if self.n_epochs is not None
                                                    else trainer.config.n_epochs)

@@ -86,6 +86,8 @@ class LoadedRun:
         from maze_lab.core.utils.factory import Factory
         from maze_lab.perception.composers import build_model_composer
 
+        if which not in ("best", "last"):
+            raise ValueError(f"which='{which}' is not a checkpoint; valid: 'best', 'last'")
         cfg = self.config
         if "_object_" in cfg.env or "_object_" in cfg.model:
             raise ValueError(f"{self.path}: the run used Python objects for env or model; rebuild them yourself and "

@@ -1,0 +1,190 @@
+"""Background training in a Jupyter kernel: throughput against a blocking run, and how responsive the kernel stays.
+
+In one real IPython kernel (driven through jupyter_client, as JupyterLab drives it), the same PPO CartPole run is
+trained blocking (``rc.train()`` in a cell) and in the background (``rc.train_async()``), interleaved; env steps
+per second are env steps over the wall time of the run (trainer built beforehand, so building is not counted).
+The blocking run is measured with the kernel's torch threads and with one thread; the throughput loss is against
+the faster of the two.
+A third variant trains in the background while the client executes a trivial cell (``1 + 1``) every
+``--probe-gap`` seconds; the latency of those cells is measured from the execute request to the kernel reporting
+idle, which is what a user sees.
+
+Run: python tests/benchmarks/background_overhead.py [--epochs N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from typing import Any
+
+from jupyter_client import KernelManager
+
+SETUP = """
+import threading, time
+import torch
+from maze_lab.run.run_context import RunContext
+if {torch_threads}:
+    torch.set_num_threads({torch_threads})
+CONFIG = dict(overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
+                          "algorithm.patience": 0, "seed": 1234}}, silent=True)
+
+def fresh():
+    rc = RunContext(**CONFIG)
+    rc.trainer  # build envs and model now: only training is timed
+    return rc
+
+def blocking(n_epochs, threads=None):
+    rc = fresh()
+    saved = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    rc.train(n_epochs)
+    wall = time.perf_counter() - t0
+    torch.set_num_threads(saved)
+    rc.close()
+    return {{"env_steps": rc.trainer.env_steps, "wall": wall}}
+
+def start_background(n_epochs):
+    global BG
+    rc = fresh()
+    ended = []
+    t0 = time.perf_counter()
+    handle = rc.train_async(n_epochs, torch_threads={async_threads})
+    # a waiting thread takes the end time: it sleeps on an event and costs the run nothing
+    threading.Thread(target=lambda: (handle.wait(), ended.append(time.perf_counter())), daemon=True).start()
+    BG = (rc, handle, t0, ended)
+
+def background_result():
+    rc, handle, t0, ended = BG
+    rc.close()
+    return {{"env_steps": rc.trainer.env_steps, "wall": ended[0] - t0, "status": handle.status}}
+"""
+
+
+class Kernel:
+    """A kernel executing cells one by one; ``run`` returns the wall time to idle and the printed output."""
+
+    def __init__(self) -> None:
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(extra_arguments=["--IPKernelApp.log_level=ERROR"], env=dict(os.environ))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+
+    def run(self, code: str, timeout: float = 600) -> tuple[float, str]:
+        t0 = time.perf_counter()
+        msg_id = self.kc.execute(code, allow_stdin=False)
+        out, error = "", None
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=timeout)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "status" and content["execution_state"] == "idle":
+                break
+            if kind == "stream" and content["name"] == "stdout":
+                out += content["text"]
+            elif kind == "error":
+                error = "\n".join(content["traceback"])
+        wall = time.perf_counter() - t0
+        self.kc.get_shell_msg(timeout=timeout)
+        if error:
+            raise RuntimeError(f"cell failed:\n{code}\n{error}")
+        return wall, out
+
+    def value(self, expr: str) -> Any:
+        return json.loads(self.run(f"print(__import__('json').dumps({expr}))")[1])
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+def background(kernel: Kernel, n_epochs: int, probe_gap: float | None) -> tuple[dict, list[float]]:
+    """One background run; with ``probe_gap``, trivial cells are executed while it trains."""
+    kernel.run(f"start_background({n_epochs})")
+    latencies: list[float] = []
+    next_check = 0.0
+    while True:
+        if time.monotonic() >= next_check:  # the end check is a cell too: a few per second only
+            if kernel.value("len(BG[3]) > 0"):
+                break
+            next_check = time.monotonic() + 0.5
+        if probe_gap is None:
+            time.sleep(0.05)
+            continue
+        latencies.append(kernel.run("1 + 1")[0])
+        time.sleep(probe_gap)
+    return kernel.value("background_result()"), latencies
+
+
+def main() -> None:
+    """Measure and print the table and the bench line."""
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--epochs", type=int, default=4, help="epochs per run")
+    parser.add_argument("--epoch-length", type=int, default=10, help="updates per epoch (200 env steps each)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--torch-threads", type=int, default=0,
+                        help="torch.set_num_threads in the kernel (0: torch's default, as in a fresh notebook)")
+    parser.add_argument("--async-torch-threads", type=int, default=1,
+                        help="train_async(torch_threads=...) (0: None, the thread keeps torch's setting)")
+    parser.add_argument("--probe-gap", type=float, default=0.1,
+                        help="seconds between trivial cells (0.1: ten cells a second, busier than a live widget)")
+    args = parser.parse_args()
+
+    kernel = Kernel()
+    try:
+        with tempfile.TemporaryDirectory() as log_dir:
+            kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length, torch_threads=args.torch_threads,
+                                    async_threads=args.async_torch_threads or None))
+            kernel.run("blocking(1)")  # warm-up: imports, first allocations
+            idle_latency = [kernel.run("1 + 1")[0] for _ in range(50)]
+            probed = "background, cells every %.0f ms" % (args.probe_gap * 1000)
+            sps: dict[str, list[float]] = {"blocking (train)": [], "blocking, 1 torch thread": [],
+                                           "background, idle kernel": [], probed: []}
+            latencies: list[float] = []
+            for _ in range(args.repeats):  # interleaved, so that machine noise hits all variants alike
+                r = kernel.value(f"blocking({args.epochs})")
+                sps["blocking (train)"].append(r["env_steps"] / r["wall"])
+                r = kernel.value(f"blocking({args.epochs}, threads=1)")
+                sps["blocking, 1 torch thread"].append(r["env_steps"] / r["wall"])
+                r, _ = background(kernel, args.epochs, None)
+                sps["background, idle kernel"].append(r["env_steps"] / r["wall"])
+                r, lat = background(kernel, args.epochs, args.probe_gap)
+                sps[probed].append(r["env_steps"] / r["wall"])
+                latencies += lat
+            threads = kernel.value("torch.get_num_threads()")
+    finally:
+        kernel.close()
+
+    best = {k: max(v) for k, v in sps.items()}
+    ref = max(best["blocking (train)"], best["blocking, 1 torch thread"])  # the faster blocking run
+    print(f"PPO CartPole-v1 in one IPython kernel: {args.epochs} epochs x {args.epoch_length} updates x 200 env steps "
+          f"per run, best of {args.repeats} (interleaved)")
+    print(f"torch threads: {threads} in the kernel (blocking runs), "
+          f"train_async(torch_threads={args.async_torch_threads or None})")
+    print(f"{'variant':<36}{'env steps/s':>12}{'vs best blocking':>18}")
+    for name, value in best.items():
+        print(f"{name:<36}{value:>12,.0f}{value / ref:>18.3f}")
+    print()
+
+    def pct(values: list[float], q: float) -> float:
+        return statistics.quantiles(values, n=100, method="inclusive")[q - 1] * 1000 if len(values) > 1 else \
+            values[0] * 1000
+
+    print(f"{'trivial cell (1 + 1)':<36}{'n':>6}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
+    for name, values in (("idle kernel", idle_latency), ("while training in the background", latencies)):
+        print(f"{name:<36}{len(values):>6}{pct(values, 50):>9.1f}{pct(values, 95):>9.1f}{max(values) * 1000:>9.1f}")
+    loss = max(0.0, 1 - best["background, idle kernel"] / ref)
+    print(f"bench: background_overhead throughput_loss={loss:.3f} cell_p95_ms={pct(latencies, 95):.1f}")
+
+
+if __name__ == "__main__":
+    main()

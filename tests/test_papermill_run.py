@@ -1,0 +1,89 @@
+"""Notebook runs: notebooks/train.ipynb executed by papermill into run directories, reproducibly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("papermill")
+pytest.importorskip("ipykernel")
+
+from maze_lab.core.utils.factory import ConfigurationError  # noqa: E402
+from maze_lab.run.papermill_run import NotebookRunError, notebook_parameters, run_notebook  # noqa: E402
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "train.ipynb"
+PARAMS = {"n_epochs": 2, "epoch_length": 2, "seed": 42,
+          "overrides": {"algorithm.n_rollout_steps": 16, "runner.concurrency": 2, "algorithm.eval_repeats": 1}}
+
+
+def _stats_without_timings(run_dir: Path):
+    import pandas as pd
+
+    df = pd.read_parquet(run_dir / "stats.parquet")
+    return df[~df.event.str.startswith("time_")].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Path, Path]]:
+    base = tmp_path_factory.mktemp("papermill")
+    return [run_notebook(NOTEBOOK, PARAMS, log_base_dir=base) for _ in range(2)]
+
+
+def test_notebook_declares_its_parameters() -> None:
+    params = notebook_parameters(NOTEBOOK)
+    assert list(params)[:8] == ["env", "algorithm", "experiment", "overrides", "n_epochs", "seed", "run_dir",
+                                "log_base_dir"]
+
+
+def test_same_parameters_give_identical_statistics(two_runs: list[tuple[Path, Path]]) -> None:
+    (dir_a, _), (dir_b, _) = two_runs
+    assert dir_a != dir_b
+    a, b = _stats_without_timings(dir_a), _stats_without_timings(dir_b)
+    assert len(a) > 0 and set(a.epoch) == {1, 2}
+    assert set(a.prefix) == {"train", "eval"}
+    assert a.equals(b)
+
+
+def test_executed_notebook_is_saved_into_the_run_directory(two_runs: list[tuple[Path, Path]]) -> None:
+    import nbformat
+
+    run_dir, executed = two_runs[0]
+    assert executed == run_dir / "train.ipynb" and executed.is_file()
+    assert run_dir.parent.name == "notebook"
+    for name in ("config.yaml", "stats.parquet", "maze_lab_run.json", "checkpoints/state_dict_last.pt",
+                 "model_graphs/policy_0.svg"):
+        assert (run_dir / name).exists(), name
+    nb = nbformat.read(executed, as_version=4)
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and f'run_dir = "{run_dir}"' in injected[0].source
+    text = json.dumps([c.get("outputs", []) for c in nb.cells])
+    assert f"run directory: {run_dir}" in text
+    assert "<svg" in text  # the model graphs
+    summary = json.loads((run_dir / "maze_lab_run.json").read_text())
+    assert summary["status"] == "done" and summary["epoch"] == 2 and summary["seed"] == 42
+    assert summary["executed_notebook"] == str(executed)
+    assert summary["parameters"]["n_epochs"] == 2
+
+
+def test_a_failing_parameter_gives_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(NotebookRunError) as info:
+        run_notebook(NOTEBOOK, {**PARAMS, "algorithm": "sac"}, log_base_dir=tmp_path)
+    err = info.value
+    assert err.ename == "ConfigurationError"
+    assert "unknown option 'sac' for config group 'algorithm'; valid options: a2c, ppo" in str(err)
+    assert "failed in cell In [" in str(err)
+    assert "Traceback" in err.traceback and "rc = RunContext(" in err.traceback  # the failing cell's traceback
+    assert err.traceback in str(err)
+    assert err.executed_notebook.is_file() and err.executed_notebook.parent == err.run_dir
+    summary = json.loads((err.run_dir / "maze_lab_run.json").read_text())
+    assert summary["status"] == "failed" and "sac" in summary["error"]
+
+
+def test_unknown_parameter_names_the_valid_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="unknown parameter.*n_epoch.*valid parameters: env, algorithm"):
+        run_notebook(NOTEBOOK, {"n_epoch": 1}, log_base_dir=tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        run_notebook(tmp_path / "missing.ipynb", {}, log_base_dir=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before any run directory was made

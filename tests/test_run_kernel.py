@@ -1,0 +1,208 @@
+"""Background runs in a real Jupyter kernel: the starting cell returns at once, later cells run while training
+continues, stop leaves a checkpoint that a new run resumes from, and a failing env shows its traceback without
+taking the kernel down."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+jupyter_client = pytest.importorskip("jupyter_client")
+pytest.importorskip("ipykernel")
+
+TINY = {"algorithm.epoch_length": 2, "algorithm.n_rollout_steps": 16, "runner.concurrency": 2,
+        "algorithm.eval_repeats": 1}
+
+
+@dataclass
+class Cell:
+    """What one executed cell produced."""
+
+    status: str
+    wall: float
+    stdout: str = ""
+    stderr: str = ""
+    result: str | None = None
+    error: dict[str, Any] | None = None
+    msg_id: str = ""
+
+
+@dataclass
+class Kernel:
+    """A real IPython kernel driven cell by cell; every iopub message is kept (background output included)."""
+
+    km: Any
+    kc: Any
+    messages: list[dict] = field(default_factory=list)
+
+    def run(self, code: str, timeout: float = 120.0) -> Cell:
+        """Execute one cell; its wall time runs from the request to the kernel going idle again."""
+        t0 = time.perf_counter()
+        msg_id = self.kc.execute(code, allow_stdin=False)
+        cell = Cell(status="?", wall=0.0, msg_id=msg_id)
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+            self.messages.append(msg)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "status" and content["execution_state"] == "idle":
+                break
+            if kind == "stream":
+                if content["name"] == "stdout":
+                    cell.stdout += content["text"]
+                else:
+                    cell.stderr += content["text"]
+            elif kind == "execute_result":
+                cell.result = content["data"].get("text/plain")
+            elif kind == "error":
+                cell.error = content
+        cell.wall = time.perf_counter() - t0
+        reply = self.kc.get_shell_msg(timeout=timeout)
+        cell.status = reply["content"]["status"]
+        return cell
+
+    def ok(self, code: str, timeout: float = 120.0) -> Cell:
+        """Execute a cell that must succeed."""
+        cell = self.run(code, timeout)
+        assert cell.status == "ok", f"cell failed: {code}\n" + "\n".join((cell.error or {}).get("traceback", []))
+        return cell
+
+    def value(self, expr: str) -> Any:
+        """The value of an expression in the kernel (through JSON)."""
+        cell = self.ok(f"import json as _json; print(_json.dumps({expr}, default=str))")
+        return json.loads(cell.stdout.strip().splitlines()[-1])
+
+    def wait_for(self, expr: str, timeout: float = 60.0) -> Any:
+        """Poll an expression from cells until it is true."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.value(expr)
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"{expr} still false after {timeout} s")
+
+    def background_output(self, parent_msg_id: str) -> str:
+        """Everything streamed with ``parent_msg_id`` as parent, also after that cell ended."""
+        while True:  # collect what is already queued
+            try:
+                self.messages.append(self.kc.get_iopub_msg(timeout=0.2))
+            except Exception:  # noqa: BLE001 - queue.Empty: nothing more queued
+                break
+        return "".join(m["content"].get("text", "") for m in self.messages
+                       if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == parent_msg_id)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Kernel:
+    from jupyter_client import KernelManager
+
+    cwd = tmp_path_factory.mktemp("kernel")
+    km = KernelManager(kernel_name="python3")
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", **os.environ}
+    km.start_kernel(cwd=str(cwd), extra_arguments=["--IPKernelApp.log_level=ERROR"], env=env)
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=60)
+    k = Kernel(km, kc)
+    k.ok(f"import json\nfrom pathlib import Path\nfrom maze_lab.run.run_context import RunContext, RunFailedError\n"
+         f"LOGS = {str(cwd / 'outputs')!r}\nTINY = {{**{TINY!r}, 'log_base_dir': LOGS}}")
+    yield k
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def test_background_run_in_kernel_stop_and_resume(kernel: Kernel) -> None:
+    kernel.ok("rc = RunContext(overrides=TINY, silent=True)")
+    start = kernel.ok("handle = rc.train_async(500)")
+    assert start.wall < 1.0, f"the cell starting train_async took {start.wall:.2f} s"
+    # a second run lives in the same kernel at the same time
+    kernel.ok("rc_b = RunContext(overrides={**TINY, 'seed': 7}, silent=True)\nhandle_b = rc_b.train_async(500)")
+
+    kernel.wait_for("handle.progress['epoch'] >= 1 and handle_b.progress['env_steps'] > 0")
+    first = kernel.value("handle.progress")
+    assert first["status"] == "running"
+    time.sleep(0.3)
+    later_cell = kernel.ok("import json as _json; print(_json.dumps(handle.progress, default=str))")
+    later = json.loads(later_cell.stdout)
+    assert later_cell.wall < 1.0
+    assert later["status"] == "running"
+    assert later["env_steps"] > first["env_steps"]
+    assert later["updates"] > first["updates"]
+    assert kernel.value("len(handle.stats) > 0 and handle.latest_checkpoint is not None")
+
+    # pause holds the run between updates, resume continues it
+    kernel.ok("handle.pause()")
+    paused = kernel.wait_for("handle.status == 'paused' and handle.progress")
+    time.sleep(0.3)
+    assert kernel.value("handle.progress['updates']") <= paused["updates"] + 1
+    kernel.ok("handle.resume()")
+    assert kernel.value("handle.status") == "running"
+
+    # stop leaves a checkpoint; a new run resumes from it
+    kernel.ok("ckpt = handle.stop()\nhandle_b.stop()")
+    assert kernel.value("handle.status") == "stopped"
+    ckpt = Path(kernel.value("str(ckpt)"))
+    assert ckpt.is_file()
+    saved_epoch = kernel.value("__import__('torch').load(ckpt, weights_only=True)['epoch']")
+    assert saved_epoch >= 1
+    kernel.ok("rc2 = RunContext(overrides={**TINY, 'input_dir': str(handle.run_dir)}, silent=True)")
+    assert kernel.value("rc2.trainer.epoch") == saved_epoch
+    kernel.ok("rc2.train(1)")
+    assert kernel.value("rc2.trainer.epoch") == saved_epoch + 1
+    summary = kernel.value("json.loads((rc2.run_dir / 'maze_lab_run.json').read_text())")
+    assert summary["resumed_epoch"] == saved_epoch and summary["status"] == "done"
+    assert Path(summary["resumed_from"]) == ckpt.parent.parent
+    kernel.ok("rc.close(); rc_b.close(); rc2.close()")
+
+
+EXPLODING_ENV = '''
+from maze_lab.core.wrappers.gym_maze_env import make_gym_maze_env
+from maze_lab.core.wrappers.wrapper import Wrapper
+
+class Exploding(Wrapper):
+    """Raises at the at-th step."""
+
+    def __init__(self, env, at):
+        super().__init__(env)
+        self.n, self.at = 0, at
+
+    def step(self, action):
+        self.n += 1
+        if self.n >= self.at:
+            raise RuntimeError(f"the env exploded at step {self.n}")
+        return self.env.step(action)
+
+def exploding_env():
+    return Exploding(make_gym_maze_env("CartPole-v1"), at=40)
+'''
+
+
+def test_background_failure_shows_traceback_and_kernel_survives(kernel: Kernel) -> None:
+    kernel.ok(EXPLODING_ENV)
+    start = kernel.ok("rc3 = RunContext(env=exploding_env, overrides=TINY, silent=True)\nh3 = rc3.train_async(50)")
+    assert start.wall < 1.0
+    kernel.wait_for("not h3.running")
+    assert kernel.value("h3.status") == "failed"
+    assert "the env exploded at step 40" in kernel.value("h3.traceback")
+    assert "Traceback" in kernel.value("h3.traceback")
+    # the traceback was printed under the cell that started the run
+    shown = kernel.background_output(start.msg_id)
+    assert "failed" in shown and "the env exploded at step 40" in shown and "Traceback" in shown
+    waited = kernel.run("h3.wait()")
+    assert waited.status == "error"
+    assert waited.error["ename"] == "RunFailedError"
+    assert "the env exploded at step 40" in waited.error["evalue"]
+    summary = kernel.value("json.loads((h3.run_dir / 'maze_lab_run.json').read_text())")
+    assert summary["status"] == "failed" and "the env exploded" in summary["error"]
+    # the kernel is still usable
+    assert kernel.ok("1 + 1").result == "2"
+    assert kernel.value("sum(range(10))") == 45
