@@ -98,6 +98,8 @@ def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = No
             f"{tb}\nexecuted notebook (up to the failing cell): {executed}",
             err.ename, err.evalue, tb, run_dir, executed) from None
     summary = run.read_summary()
+    # the run's config names the experiment file ("default" without one); list the run under its directory
+    run.write_summary(experiment=run_dir.parent.name)
     if summary.get("status") == "created":
         # the notebook ran through without training (no RunContext wrote to the directory)
         run.write_summary(status="done", finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
