@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 
@@ -85,3 +87,26 @@ class TorchProbabilityDistribution(ProbabilityDistribution, ABC):
         """KL divergence to another distribution of the same type."""
         self._check_same_type(other)
         return self._reduce(torch.distributions.kl_divergence(self.dist, other.dist))  # type: ignore[attr-defined]
+
+
+class BoxParameterDistribution(TorchProbabilityDistribution, ABC):
+    """A distribution over a Box space with two parameters per action entry (mean and log-std, or the two
+    concentrations), so its logits are ``2 * prod(shape)`` wide."""
+
+    needs_finite_bounds = False
+    """Subclasses that map onto [low, high] need finite bounds."""
+
+    @classmethod
+    def required_logits_shape(cls, action_space: gym.spaces.Space) -> tuple[int, ...]:
+        """Both parameters of all entries, concatenated."""
+        cls.check_action_space(action_space)
+        return (2 * int(math.prod(action_space.shape)),)
+
+    @classmethod
+    def check_action_space(cls, action_space: gym.spaces.Space) -> None:
+        """Only Box spaces (with finite bounds where the distribution needs them)."""
+        if not isinstance(action_space, gym.spaces.Box):
+            raise TypeError(f"{cls.__name__} needs a Box action space, got {action_space}")
+        if cls.needs_finite_bounds and not (np.all(np.isfinite(action_space.low))
+                                            and np.all(np.isfinite(action_space.high))):
+            raise ValueError(f"{cls.__name__} needs finite Box bounds, got {action_space}")

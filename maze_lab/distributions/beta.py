@@ -5,20 +5,21 @@ from __future__ import annotations
 import math
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from maze_lab.distributions.base import TorchProbabilityDistribution
+from maze_lab.distributions.base import BoxParameterDistribution
 from maze_lab.distributions.utils import EPSILON
 
 
-class BetaProbabilityDistribution(TorchProbabilityDistribution):
+class BetaProbabilityDistribution(BoxParameterDistribution):
     """Beta(alpha, beta) per entry, mapped affinely from (0, 1) to [low, high] of a bounded Box.
 
     Logits (2 * size,) give ``alpha = softplus(a) + 1`` and ``beta = softplus(b) + 1`` (so the mode exists);
     the temperature divides the logits.
     """
+
+    needs_finite_bounds = True
 
     def __init__(self, logits: torch.Tensor, action_space: gym.spaces.Box, temperature: float = 1.0):
         self.check_action_space(action_space)
@@ -32,20 +33,6 @@ class BetaProbabilityDistribution(TorchProbabilityDistribution):
         self.scale = torch.as_tensor(action_space.high - action_space.low, dtype=logits.dtype, device=logits.device)
         dist = torch.distributions.Beta(self.alpha, self.beta, validate_args=False)
         super().__init__(dist, action_space, event_dims=len(action_space.shape))
-
-    @classmethod
-    def required_logits_shape(cls, action_space: gym.spaces.Space) -> tuple[int, ...]:
-        """Concentration logits (alpha, beta) of all entries, concatenated."""
-        cls.check_action_space(action_space)
-        return (2 * int(math.prod(action_space.shape)),)
-
-    @classmethod
-    def check_action_space(cls, action_space: gym.spaces.Space) -> None:
-        """Only Box spaces with finite bounds."""
-        if not isinstance(action_space, gym.spaces.Box):
-            raise TypeError(f"{cls.__name__} needs a Box action space, got {action_space}")
-        if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-            raise ValueError(f"{cls.__name__} needs finite Box bounds, got {action_space}")
 
     def _to_action(self, x: torch.Tensor) -> torch.Tensor:
         return self.low + self.scale * x

@@ -7,7 +7,7 @@ import math
 import gymnasium as gym
 import torch
 
-from maze_lab.distributions.base import TorchProbabilityDistribution
+from maze_lab.distributions.base import BoxParameterDistribution
 from maze_lab.distributions.utils import MAX_LOG_STD, MIN_LOG_STD
 
 
@@ -20,7 +20,7 @@ def split_mean_log_std(logits: torch.Tensor, action_space: gym.spaces.Box) -> tu
     return mean, log_std.clamp(MIN_LOG_STD, MAX_LOG_STD)
 
 
-class DiagonalGaussianProbabilityDistribution(TorchProbabilityDistribution):
+class DiagonalGaussianProbabilityDistribution(BoxParameterDistribution):
     """Independent normal per action entry; logits are the means and log-stds, shape (2 * size,).
 
     The temperature multiplies the standard deviation; log-stds are clamped to [-20, 2].
@@ -33,18 +33,6 @@ class DiagonalGaussianProbabilityDistribution(TorchProbabilityDistribution):
             std = std * temperature
         dist = torch.distributions.Normal(mean, std, validate_args=False)
         super().__init__(dist, action_space, event_dims=len(action_space.shape))
-
-    @classmethod
-    def required_logits_shape(cls, action_space: gym.spaces.Space) -> tuple[int, ...]:
-        """Means and log-stds of all entries, concatenated."""
-        cls.check_action_space(action_space)
-        return (2 * int(math.prod(action_space.shape)),)
-
-    @classmethod
-    def check_action_space(cls, action_space: gym.spaces.Space) -> None:
-        """Only Box spaces."""
-        if not isinstance(action_space, gym.spaces.Box):
-            raise TypeError(f"{cls.__name__} needs a Box action space, got {action_space}")
 
     def sample(self) -> torch.Tensor:
         """Draw an action (not reparametrized)."""

@@ -5,21 +5,22 @@ from __future__ import annotations
 import math
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from maze_lab.distributions.base import TorchProbabilityDistribution
+from maze_lab.distributions.base import BoxParameterDistribution
 from maze_lab.distributions.gaussian import split_mean_log_std
 from maze_lab.distributions.utils import EPSILON, atanh
 
 
-class SquashedGaussianProbabilityDistribution(TorchProbabilityDistribution):
+class SquashedGaussianProbabilityDistribution(BoxParameterDistribution):
     """A Gaussian whose samples pass through tanh and are rescaled to [low, high].
 
     ``log_prob`` includes the change of variables; ``entropy`` (no closed form after squashing) is the entropy of
     the underlying Gaussian. The temperature multiplies the standard deviation.
     """
+
+    needs_finite_bounds = True
 
     def __init__(self, logits: torch.Tensor, action_space: gym.spaces.Box, temperature: float = 1.0):
         self.check_action_space(action_space)
@@ -33,20 +34,6 @@ class SquashedGaussianProbabilityDistribution(TorchProbabilityDistribution):
         self.half_range = (high - low) / 2.0
         super().__init__(torch.distributions.Normal(mean, std, validate_args=False), action_space,
                          event_dims=len(action_space.shape))
-
-    @classmethod
-    def required_logits_shape(cls, action_space: gym.spaces.Space) -> tuple[int, ...]:
-        """Means and log-stds of all entries, concatenated."""
-        cls.check_action_space(action_space)
-        return (2 * int(math.prod(action_space.shape)),)
-
-    @classmethod
-    def check_action_space(cls, action_space: gym.spaces.Space) -> None:
-        """Only Box spaces with finite bounds."""
-        if not isinstance(action_space, gym.spaces.Box):
-            raise TypeError(f"{cls.__name__} needs a Box action space, got {action_space}")
-        if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-            raise ValueError(f"{cls.__name__} needs finite Box bounds, got {action_space}")
 
     def _squash(self, u: torch.Tensor) -> torch.Tensor:
         return self.center + self.half_range * torch.tanh(u)
