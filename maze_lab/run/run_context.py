@@ -534,9 +534,6 @@ class RunHandle:
         return path if path.exists() else None
 
     # ---- control -------------------------------------------------------------------------------------------
-    def _trainer_or_none(self) -> Any:
-        return self._run._trainer
-
     def pause(self) -> None:
         """Pause between updates."""
         trainer = self._wait_for_trainer()

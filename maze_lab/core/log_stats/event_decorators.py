@@ -46,7 +46,6 @@ class EventStats:
     group_by: tuple[str, ...] = ()
     plots: list[tuple[Callable, str | None]] = field(default_factory=list)
     arg_names: tuple[str, ...] | None = None
-    empty_step_defs: list[StatDef] | None = None
 
     def value_names(self) -> tuple[str, ...]:
         """Attribute names that carry the value (all arguments that are not grouping attributes)."""
