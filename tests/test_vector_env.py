@@ -149,3 +149,18 @@ def test_interrupt_while_stepping_shuts_workers_down():
     assert not any(p.is_alive() for p in venv.processes)
     with pytest.raises(RuntimeError, match="closed"):
         venv.step({"action": np.zeros(2, dtype=np.int64)})
+
+
+def test_failing_call_leaves_workers_running():
+    from maze_lab.train.vector_env import VectorEnvCallError
+
+    venv = SubprocVectorEnv([cartpole_factory] * 2)
+    try:
+        venv.reset()
+        with pytest.raises(VectorEnvCallError, match="no_such_method"):
+            venv.call("no_such_method")
+        assert all(p.is_alive() for p in venv.processes)
+        assert venv.call("get_env_time") == [0, 0]
+        venv.step({"action": np.zeros(2, dtype=np.int64)})
+    finally:
+        venv.close()

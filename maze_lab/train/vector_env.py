@@ -60,6 +60,10 @@ class VectorEnvWorkerError(RuntimeError):
     """An env raised inside a worker process; the message carries the worker's traceback."""
 
 
+class VectorEnvCallError(RuntimeError):
+    """A method called on the envs of a worker raised; the envs and workers are unaffected."""
+
+
 class VectorEnv(ABC):
     """Common interface and statistics handling of vector envs.
 
@@ -407,8 +411,24 @@ class SubprocVectorEnv(VectorEnv):
                 self.epoch_aggregator.add_episode(ep)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
-        """Call a method on every env (in env order) and return the results."""
-        return self._gather(self._exchange([("call", (name, args, kwargs))] * len(self._conns)))
+        """Call a method on every env (in env order) and return the results.
+
+        An exception in a call leaves the envs as they were: all replies are read (the pipes stay in step)
+        and the first error is raised here as VectorEnvCallError; the workers keep running.
+        """
+        if self._closed:
+            raise RuntimeError("this SubprocVectorEnv is closed (after close(), a worker error or an interrupt)")
+        try:
+            for conn in self._conns:
+                conn.send(("call", (name, args, kwargs)))
+            replies = [c.recv() for c in self._conns]
+        except BaseException:
+            self.close()
+            raise
+        errors = [data for status, data in replies if status == "error"]
+        if errors:
+            raise VectorEnvCallError(f"calling '{name}' on the envs failed in a worker process:\n{errors[0]}")
+        return self._gather([data for _, data in replies])
 
     def close(self) -> None:
         """Stop all workers; processes that do not exit in time are terminated, then killed."""
