@@ -1,0 +1,24 @@
+"""Trajectory recording: step and episode records, the recording wrapper, and episode files (no pickle)."""
+
+from maze_lab.core.trajectory.files import (
+    EpisodeData,
+    NotATrajectoryFileError,
+    list_episodes,
+    load_episode,
+    read_episode_header,
+)
+from maze_lab.core.trajectory.recorder import TrajectoryRecordingWrapper
+from maze_lab.core.trajectory.records import (
+    EpisodeRecord,
+    StepRecord,
+    SubStepRecord,
+    event_view,
+    rebuild_renderer,
+)
+from maze_lab.core.trajectory.serialization import ClassAllowList, UntrustedClassWarning
+
+__all__ = [
+    "ClassAllowList", "EpisodeData", "EpisodeRecord", "NotATrajectoryFileError", "StepRecord", "SubStepRecord",
+    "TrajectoryRecordingWrapper", "UntrustedClassWarning", "event_view", "list_episodes", "load_episode",
+    "read_episode_header", "rebuild_renderer",
+]
