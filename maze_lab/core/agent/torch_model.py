@@ -59,13 +59,17 @@ class TorchModel(ABC):
         """Number of parameters (shared ones counted once)."""
         return sum(p.numel() for p in self.parameters())
 
-    @abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """All weights as a dict of module state dicts."""
+        """All weights: one module state dict per module name (``policy_<key>``, ``critic_<key>``...)."""
+        return {name: net.state_dict() for name, net in self._modules().items()}
 
-    @abstractmethod
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        """Load weights saved by :meth:`state_dict`."""
+        """Load weights saved by :meth:`state_dict`; entries of other models (e.g. a critic's) are ignored."""
+        modules = self._modules()
+        check_state_dict_keys(state_dict, modules, type(self).__name__, strict=strict)
+        for name, net in modules.items():
+            if name in state_dict:
+                net.load_state_dict(state_dict[name])
 
 
 def check_state_dict_keys(state_dict: Mapping[str, Any], modules: Mapping[str, nn.Module], owner: str,

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from maze_lab.core.agent.policy import Policy, resolve_actor_id
-from maze_lab.core.agent.torch_model import TorchModel, check_state_dict_keys
+from maze_lab.core.agent.torch_model import TorchModel
 from maze_lab.core.env.structured_env import ActorID, StepKey
 from maze_lab.distributions.categorical import CategoricalProbabilityDistribution
 from maze_lab.distributions.dict_distribution import DictProbabilityDistribution
@@ -233,18 +233,6 @@ class TorchPolicy(Policy, TorchModel):
 
     def _modules(self) -> dict[str, nn.Module]:
         return {_state_key("policy", k): net for k, net in self.networks.items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Weights of all networks, keyed ``policy_<key>``."""
-        return {name: net.state_dict() for name, net in self._modules().items()}
-
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        """Load weights saved by :meth:`state_dict` (extra entries, e.g. a critic's, are ignored)."""
-        modules = self._modules()
-        check_state_dict_keys(state_dict, modules, "TorchPolicy", strict=strict)
-        for name, net in modules.items():
-            if name in state_dict:
-                net.load_state_dict(state_dict[name])
 
 
 def _state_key(prefix: str, key: StepKey | ActorID) -> str:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from maze_lab.core.agent.torch_model import TorchModel, check_state_dict_keys
+from maze_lab.core.agent.torch_model import TorchModel
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.perception.perception_utils import merge_spaces
 
@@ -129,18 +129,6 @@ class TorchStateActionCritic(TorchModel):
     def parameters(self) -> list[nn.Parameter]:
         """Trainable parameters of the online Q networks (targets excluded)."""
         return [p for nets in self.networks.values() for net in nets for p in net.parameters()]
-
-    def state_dict(self) -> dict[str, Any]:
-        """Weights of the Q networks and their targets."""
-        return {name: net.state_dict() for name, net in self._modules().items()}
-
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        """Load weights saved by :meth:`state_dict`."""
-        modules = self._modules()
-        check_state_dict_keys(state_dict, modules, type(self).__name__, strict=strict)
-        for name, net in modules.items():
-            if name in state_dict:
-                net.load_state_dict(state_dict[name])
 
 
 class TorchSharedStateActionCritic(TorchStateActionCritic):

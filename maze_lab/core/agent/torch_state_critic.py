@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import gymnasium as gym
 import torch
 from torch import nn
 
-from maze_lab.core.agent.torch_model import TorchModel, check_state_dict_keys
+from maze_lab.core.agent.torch_model import TorchModel
 from maze_lab.core.env.structured_env import StepKey
 
 TensorDict = dict[str, torch.Tensor]
@@ -68,18 +67,6 @@ class TorchStateCritic(TorchModel):
 
     def _modules(self) -> dict[str, nn.Module]:
         return {f"critic_{k}": net for k, net in self.networks.items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Weights of all value networks, keyed ``critic_<key>``."""
-        return {name: net.state_dict() for name, net in self._modules().items()}
-
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
-        """Load weights saved by :meth:`state_dict` (extra entries, e.g. a policy's, are ignored)."""
-        modules = self._modules()
-        check_state_dict_keys(state_dict, modules, type(self).__name__, strict=strict)
-        for name, net in modules.items():
-            if name in state_dict:
-                net.load_state_dict(state_dict[name])
 
 
 class TorchSharedStateCritic(TorchStateCritic):
