@@ -224,3 +224,16 @@ def test_tsv_event_logs(tmp_path):
     assert levels[1:4] == ["1\t0\t10", "1\t1\t20", "1\t2\t30"]
     rewards = (tmp_path / "BaseEnvEvents.reward.tsv").read_text().splitlines()
     assert rewards[1:4] == ["1\t0\t2.0", "1\t1\t0.0", "1\t2\t1.0"]
+
+
+def test_decorator_rejects_a_non_callable_reducer():
+    from maze_lab.core.log_stats.event_decorators import define_step_stats, define_stats_grouping
+
+    with pytest.raises(TypeError, match="define_step_stats takes a reduce function .* got 'sum'"):
+        define_step_stats("sum")
+
+    def event(self, value):
+        """An event."""
+
+    with pytest.raises(ValueError, match=r"\['name'\] are not arguments; valid: \['value'\]"):
+        define_stats_grouping("name")(event)

@@ -71,36 +71,31 @@ def _stats_of(method: Callable) -> EventStats:
     return stats
 
 
-def _check_fn(fn: Any, decorator: str) -> None:
-    if fn is not None and not callable(fn):
-        raise TypeError(f"{decorator} takes a reduce function (e.g. sum, len, np.mean) or None, got {fn!r}")
+def _level_decorator(level: str, decorator: str, stat: StatDef) -> Callable:
+    """A decorator adding ``stat`` to the statistics of ``level`` (step, episode or epoch) of an event."""
+    if stat.reduce_fn is not None and not callable(stat.reduce_fn):
+        raise TypeError(f"{decorator} takes a reduce function (e.g. sum, len, np.mean) or None, got {stat.reduce_fn!r}")
+
+    def decorate(method: Callable) -> Callable:
+        # decorators run bottom-up; insert at the front so the list reads top-down as written
+        getattr(_stats_of(method), level).insert(0, stat)
+        return method
+
+    return decorate
 
 
 def define_step_stats(
     reduce_function: Callable[[list], Any] | None, input_name: str | None = None, output_name: str | None = None
 ) -> Callable:
     """Declare how the events of one step are reduced (e.g. ``len`` counts them; None keeps each value)."""
-    _check_fn(reduce_function, "define_step_stats")
-
-    def decorate(method: Callable) -> Callable:
-        # decorators run bottom-up; insert at the front so the list reads top-down as written
-        _stats_of(method).step.insert(0, StatDef(reduce_function, input_name, output_name))
-        return method
-
-    return decorate
+    return _level_decorator("step", "define_step_stats", StatDef(reduce_function, input_name, output_name))
 
 
 def define_episode_stats(
     reduce_function: Callable[[list], Any] | None, input_name: str | None = None, output_name: str | None = None
 ) -> Callable:
     """Declare how the step statistics of one episode are reduced."""
-    _check_fn(reduce_function, "define_episode_stats")
-
-    def decorate(method: Callable) -> Callable:
-        _stats_of(method).episode.insert(0, StatDef(reduce_function, input_name, output_name))
-        return method
-
-    return decorate
+    return _level_decorator("episode", "define_episode_stats", StatDef(reduce_function, input_name, output_name))
 
 
 def define_epoch_stats(
@@ -113,13 +108,8 @@ def define_epoch_stats(
 
     :param cumulative: keep a running total over all epochs (for counts such as ``total_step_count``).
     """
-    _check_fn(reduce_function, "define_epoch_stats")
-
-    def decorate(method: Callable) -> Callable:
-        _stats_of(method).epoch.insert(0, StatDef(reduce_function, input_name, output_name, cumulative))
-        return method
-
-    return decorate
+    return _level_decorator("epoch", "define_epoch_stats",
+                            StatDef(reduce_function, input_name, output_name, cumulative))
 
 
 def define_stats_grouping(*group_by: str) -> Callable:
