@@ -1,4 +1,4 @@
-"""The ``maze-lab`` command: demo, train, run (papermill), sweep, runs, lab.
+"""The ``maze-lab`` command: demo, train, run (papermill), sweep, runs, rollout, lab.
 
 Bad input (an unknown config group, option or key, a value of the wrong type, a directory that is not a run)
 ends with one line on stderr naming what is wrong and exit code 2; a failure while training shows its traceback
@@ -184,6 +184,24 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- rollout -------------------------------------------------------------------------------------------------
+def _rollout(args: argparse.Namespace) -> int:
+    from maze_lab.run.runs import load_run
+
+    run = load_run(args.run_dir)
+    try:
+        result = run.rollout(n_episodes=args.episodes, which=args.which, deterministic=not args.sample,
+                             seed=args.seed, record_trajectory=not args.no_record)
+    except (FileNotFoundError, ValueError) as err:
+        raise BadInput(str(err)) from err
+    lengths = ", ".join(str(n) for n in result.episode_lengths)
+    print(f"{args.episodes} episode(s) of the {args.which} policy: mean reward {result.mean_reward:.3f} "
+          f"(lengths {lengths})")
+    if not args.no_record:
+        print(f"trajectories: {run.directory.trajectory_dir}")
+    return 0
+
+
 # ---- lab -----------------------------------------------------------------------------------------------------
 def default_notebook_dir() -> Path:
     """``./notebooks`` where it exists, else the notebooks of the maze-lab checkout, else the current directory."""
@@ -273,6 +291,15 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list the run directories under a base directory")
     runs.add_argument("--base", default="outputs", help="base directory (default outputs)")
     runs.set_defaults(func=_runs)
+
+    rollout = sub.add_parser("rollout", help="roll out a run's trained policy and record its episodes")
+    rollout.add_argument("run_dir", help="a run directory (outputs/<experiment>/<timestamp>)")
+    rollout.add_argument("--episodes", type=int, default=1, help="number of episodes (default 1)")
+    rollout.add_argument("--which", choices=["best", "last"], default="best", help="checkpoint to use")
+    rollout.add_argument("--sample", action="store_true", help="sample actions instead of the most likely ones")
+    rollout.add_argument("--seed", type=int, default=None, help="seed of the episodes")
+    rollout.add_argument("--no-record", action="store_true", help="do not record trajectories")
+    rollout.set_defaults(func=_rollout)
 
     lab = sub.add_parser("lab", help="start JupyterLab on the notebooks")
     lab.add_argument("--port", type=int, help="port (default: JupyterLab's)")

@@ -148,6 +148,20 @@ class RunContext:
         return self._single().trainer.policy.compute_action(observation, actor_id=actor_id,
                                                             deterministic=deterministic)
 
+    def rollout(self, n_episodes: int = 1, deterministic: bool = True, seed: int | None = None,
+                record_trajectory: bool = True) -> Any:
+        """Roll out the current policy on fresh envs of this run; episodes are recorded into the run directory's
+        ``trajectories/`` (view them with ``TrajectoryViewer(rc.run_dir / "trajectories")``)."""
+        from maze_lab.core.rollout import SequentialRolloutRunner
+
+        run = self._single()
+        factory = run.env_factory(0, "rollout")
+        runner = SequentialRolloutRunner(factory.build_env, run.trainer.policy, n_episodes,
+                                         record_trajectory=record_trajectory,
+                                         trajectory_dir=run.run_directory.trajectory_dir,
+                                         deterministic=deterministic, seed=seed, writers=[])
+        return runner.run()
+
     def close(self) -> None:
         """Close the envs of all runs (worker processes end)."""
         for run in self.runs:
@@ -411,21 +425,29 @@ def _trainer_class(algorithm: Any) -> type:
 
 
 class _EnvFactory:
-    """Builds one env of a run: the configured (or given) env, its wrappers, monitoring and statistics."""
+    """Builds one env of a run: the configured (or given) env, its wrappers, monitoring and statistics.
 
-    def __init__(self, env_cfg: dict, wrappers_cfg: dict, user_factory: Callable | None, log_dir: str):
+    :param log_dir: where the env's TSV event logs go (None: no event logs).
+    """
+
+    def __init__(self, env_cfg: dict, wrappers_cfg: dict, user_factory: Callable | None, log_dir: str | None):
         self.env_cfg, self.wrappers_cfg, self.user_factory, self.log_dir = env_cfg, wrappers_cfg, user_factory, log_dir
+
+    def build_env(self) -> Any:
+        """The env with its configured wrappers only."""
+        from maze_lab.core.wrappers.wrapper import wrap_env
+
+        env = self.user_factory() if self.user_factory is not None else Factory().instantiate(self.env_cfg)
+        return wrap_env(env, self.wrappers_cfg)
 
     def __call__(self) -> Any:
         from maze_lab.core.log_stats.event_log import TSVEventLogWriter
         from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
         from maze_lab.core.wrappers.monitoring_wrapper import MazeEnvMonitoringWrapper
-        from maze_lab.core.wrappers.wrapper import wrap_env
 
-        env = self.user_factory() if self.user_factory is not None else Factory().instantiate(self.env_cfg)
-        env = wrap_env(env, self.wrappers_cfg)
-        env = MazeEnvMonitoringWrapper.wrap(env)
-        return LogStatsWrapper.wrap(env, event_log_writers=[TSVEventLogWriter(self.log_dir)])
+        env = MazeEnvMonitoringWrapper.wrap(self.build_env())
+        writers = [TSVEventLogWriter(self.log_dir)] if self.log_dir is not None else []
+        return LogStatsWrapper.wrap(env, event_log_writers=writers)
 
 
 def _set_torch_threads_of_this_thread(n: int) -> None:

@@ -83,6 +83,11 @@ class RunDirectory:
         return self.path / "event_logs"
 
     @property
+    def trajectory_dir(self) -> Path:
+        """Recorded episodes (``*.trajectory.zip``) of rollouts of the run."""
+        return self.path / "trajectories"
+
+    @property
     def graph_dir(self) -> Path:
         """Model graph SVGs."""
         return self.path / "model_graphs"

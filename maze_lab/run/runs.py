@@ -79,23 +79,30 @@ class LoadedRun:
 
         return StatsStore.load(self.path)
 
+    def env_factory(self) -> Any:
+        """A factory of the run's env with its configured wrappers (no statistics wrappers)."""
+        cfg = self.config
+        if "_object_" in cfg.env:
+            raise ValueError(f"{self.path}: the run used a Python env factory ({cfg.env._object_}); pass your "
+                             f"factory to SequentialRolloutRunner yourself")
+        from maze_lab.run.run_context import _EnvFactory
+
+        return _EnvFactory(OmegaConf.to_container(cfg.env), OmegaConf.to_container(cfg.wrappers) or {}, None,
+                           log_dir=None)
+
     def policy(self, which: str = "best") -> Any:
         """Rebuild the model from the config and load the ``best`` or ``last`` weights; returns the policy."""
         import torch
 
-        from maze_lab.core.utils.factory import Factory
         from maze_lab.perception.composers import build_model_composer
 
         if which not in ("best", "last"):
             raise ValueError(f"which='{which}' is not a checkpoint; valid: 'best', 'last'")
         cfg = self.config
-        if "_object_" in cfg.env or "_object_" in cfg.model:
-            raise ValueError(f"{self.path}: the run used Python objects for env or model; rebuild them yourself and "
+        if "_object_" in cfg.model:
+            raise ValueError(f"{self.path}: the run used a Python model object; rebuild it yourself and "
                              f"load {self.directory.best_checkpoint} with load_state_dict")
-        env = Factory().instantiate(OmegaConf.to_container(cfg.env))
-        from maze_lab.core.wrappers.wrapper import wrap_env
-
-        env = wrap_env(env, OmegaConf.to_container(cfg.wrappers) or {})
+        env = self.env_factory().build_env()
         composer = build_model_composer(OmegaConf.to_container(cfg.model), env.action_spaces_dict,
                                         env.observation_spaces_dict, env.agent_counts_dict)
         model = composer.actor_critic()
@@ -107,6 +114,29 @@ class LoadedRun:
         model.eval()
         env.close()
         return model.policy
+
+    def rollout(self, n_episodes: int = 1, which: str = "best", deterministic: bool = True,
+                seed: int | None = None, record_trajectory: bool = True) -> Any:
+        """Roll out the run's ``best`` or ``last`` policy on its env; episodes are recorded into the run's
+        ``trajectories/`` directory (open them with ``TrajectoryViewer(run.directory.trajectory_dir)``)."""
+        from maze_lab.core.rollout import SequentialRolloutRunner
+
+        runner = SequentialRolloutRunner(self.env_factory().build_env, self.policy(which), n_episodes,
+                                         record_trajectory=record_trajectory,
+                                         trajectory_dir=self.directory.trajectory_dir, deterministic=deterministic,
+                                         seed=seed, writers=[])
+        result = runner.run()
+        self.directory.write_summary(last_rollout={"episodes": n_episodes, "policy": which,
+                                                   "deterministic": deterministic,
+                                                   "mean_reward": result.mean_reward})
+        return result
+
+    def trajectories(self) -> list[Path]:
+        """The recorded episode files of the run (oldest first)."""
+        from maze_lab.core.trajectory import list_episodes
+
+        d = self.directory.trajectory_dir
+        return list_episodes(d) if d.exists() else []
 
 
 def load_run(path: str | Path) -> LoadedRun:
