@@ -25,11 +25,17 @@ OPTIMUM_REWARD = -30.0
 replenishes (the piece an episode starts with is free; the seed's "-31" counts it too)."""
 
 
-def masked_ppo(seed: int, n_envs: int = 8, n_rollout_steps: int = 64) -> PPO:
-    """PPO with the shipped template model for the masked env; one update per epoch, deterministic eval."""
+def masked_ppo(seed: int, n_envs: int = 8, n_rollout_steps: int = 64,
+               model: str = "cutting2d_struct_masked_slots") -> PPO:
+    """PPO on the masked env with a shipped model config (default: the task-specific model whose selection
+    policy scores every inventory slot, as the seed's tutorial does); one update per epoch, deterministic eval.
+
+    :param model: a model config of ``examples/cutting2d/conf/model`` (``cutting2d_struct_masked`` is the
+        generic template model).
+    """
     torch.manual_seed(seed)
     env = masked_env_factory()
-    model_cfg = OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/model/cutting2d_struct_masked.yaml"))
+    model_cfg = OmegaConf.to_container(OmegaConf.load(f"{CONF_DIR}/model/{model}.yaml"))
     composer = build_model_composer(model_cfg, env.action_spaces_dict, env.observation_spaces_dict,
                                     env.agent_counts_dict)
     config = PPOAlgorithmConfig(n_epochs=100, epoch_length=1, n_rollout_steps=n_rollout_steps, lr=3e-3,

@@ -227,7 +227,7 @@ def test_tsv_event_logs(tmp_path):
 
 
 def test_decorator_rejects_a_non_callable_reducer():
-    from maze_lab.core.log_stats.event_decorators import define_step_stats, define_stats_grouping
+    from maze_lab.core.log_stats.event_decorators import define_stats_grouping, define_step_stats
 
     with pytest.raises(TypeError, match="define_step_stats takes a reduce function .* got 'sum'"):
         define_step_stats("sum")
