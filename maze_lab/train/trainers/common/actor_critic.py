@@ -19,6 +19,7 @@ from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.events.event_record import EventRecord
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.train.trainers.common.checkpoints import read_checkpoint, write_checkpoints
 from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
 from maze_lab.train.trainers.common.events import ActorCriticEvents
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
@@ -370,33 +371,15 @@ class ActorCriticTrainer(ABC):
         return state
 
     def save_checkpoint(self, path: str | Path | None = None) -> Path | None:
-        """Write ``state_dict_last.pt`` (atomically: a crash never leaves a broken checkpoint)."""
-        if path is None:
-            if self.checkpoint_dir is None:
-                return None
-            path = self.checkpoint_dir / "state_dict_last.pt"
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".pt.tmp")
-        torch.save(self.state(), tmp)
-        tmp.replace(path)
-        if self.model_selection.best_state is not None and self.checkpoint_dir is not None:
-            best = self.checkpoint_dir / "state_dict_best.pt"
-            if self.model_selection.dump_file is None or Path(self.model_selection.dump_file) != best:
-                tmp = best.with_suffix(".pt.tmp")
-                torch.save({"model": self.model_selection.best_state, "epoch": self.model_selection.best_epoch,
-                            "best_reward": self.model_selection.best_reward}, tmp)
-                tmp.replace(best)
-        return path
+        """Write ``state_dict_last.pt`` and the best weights ``state_dict_best.pt`` (atomically)."""
+        return write_checkpoints(self.state(), self.checkpoint_dir, self.model_selection, path)
 
     def load_checkpoint(self, path: str | Path, weights_only: bool = False) -> None:
         """Resume from a checkpoint; ``weights_only`` loads just the model (fine-tuning with another trainer).
 
         The file is read with ``torch.load(weights_only=True)``: no code from the file is executed.
         """
-        state = torch.load(Path(path), map_location=self.device, weights_only=True)
-        if not isinstance(state, dict) or "model" not in state:
-            raise ValueError(f"{path} is not a maze-lab checkpoint (expected a dict with 'model' weights)")
+        state = read_checkpoint(path, self.device)
         self.model.load_state_dict(state["model"])
         if state.get("normalization_statistics"):
             _restore_normalization_statistics(self.env, state["normalization_statistics"])
