@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ from maze_lab.train.trainers.bc.config import BCAlgorithmConfig
 from maze_lab.train.trainers.bc.dataset import ImitationBatch, InMemoryImitationDataset
 from maze_lab.train.trainers.bc.events import ImitationEvents
 from maze_lab.train.trainers.common.checkpoints import read_checkpoint, write_checkpoints
+from maze_lab.train.trainers.common.control import TrainingControl
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 
 
@@ -40,7 +40,7 @@ def _grad_norm(params: Any) -> float:
     return float(torch.norm(torch.stack(grads))) if grads else 0.0
 
 
-class BC:
+class BC(TrainingControl):
     """Behavioural cloning trainer: minimises the negative log-likelihood of the recorded actions of every policy
     key under the policy (action masks in the observations apply, as the policy's networks mask the logits).
 
@@ -103,9 +103,7 @@ class BC:
         self.last_validation_stats: LogStats = {}
         self.stop_reason: str | None = None
         self.callbacks: list[Callable[[BC, LogStats], None]] = []
-        self._stop = threading.Event()
-        self._running = threading.Event()
-        self._running.set()
+        self._init_control()
         self._events: list[EventRecord] = []
         self._generator = torch.Generator().manual_seed(algorithm_config.seed or 0)
         self.stats_aggregator = EpochStatsAggregator()
@@ -143,25 +141,6 @@ class BC:
             return self._writers
         env = getattr(self.evaluator, "eval_env", None)
         return env.writers if env is not None else default_writers()
-
-    # ---- control from other threads ------------------------------------------------------------------------
-    def request_stop(self) -> None:
-        """Stop after the current update (a checkpoint of the current weights is written)."""
-        self._stop.set()
-        self._running.set()
-
-    def pause(self) -> None:
-        """Pause between updates until :meth:`resume`."""
-        self._running.clear()
-
-    def resume(self) -> None:
-        """Continue after :meth:`pause`."""
-        self._running.set()
-
-    @property
-    def paused(self) -> bool:
-        """Whether the trainer is paused."""
-        return not self._running.is_set()
 
     # ---- losses ------------------------------------------------------------------------------------------------
     def _loss_terms(self, key: StepKey, batch: ImitationBatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:

@@ -4,7 +4,6 @@ checkpoints, early stopping, stopping and pausing from another thread."""
 from __future__ import annotations
 
 import math
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, 
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.train.trainers.common.checkpoints import read_checkpoint, write_checkpoints
 from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
+from maze_lab.train.trainers.common.control import TrainingControl
 from maze_lab.train.trainers.common.events import ActorCriticEvents
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import Rollout, RolloutGenerator
@@ -63,7 +63,7 @@ def _stack_dicts(dicts: list[dict[str, np.ndarray]], device: torch.device) -> di
     return out
 
 
-class ActorCriticTrainer(ABC):
+class ActorCriticTrainer(TrainingControl, ABC):
     """Base of A2C and PPO.
 
     :param algorithm_config: the algorithm parameters.
@@ -108,9 +108,7 @@ class ActorCriticTrainer(ABC):
         self.epoch = 0
         self.updates = 0
         self.env_steps = 0
-        self._stop = threading.Event()
-        self._running = threading.Event()
-        self._running.set()
+        self._init_control()
         self._update_events: list[list[EventRecord]] = []
         self._generator = torch.Generator().manual_seed(algorithm_config.seed or 0)
         self.stats_aggregator = EpochStatsAggregator()
@@ -142,25 +140,6 @@ class ActorCriticTrainer(ABC):
         finally:
             self.evaluator.deterministic, self.evaluator.n_episodes = saved
         return self.last_eval_reward
-
-    # ---- control from other threads ------------------------------------------------------------------------
-    def request_stop(self) -> None:
-        """Stop after the current update (a checkpoint of the current weights is written)."""
-        self._stop.set()
-        self._running.set()
-
-    def pause(self) -> None:
-        """Pause between updates until :meth:`resume`."""
-        self._running.clear()
-
-    def resume(self) -> None:
-        """Continue after :meth:`pause`."""
-        self._running.set()
-
-    @property
-    def paused(self) -> bool:
-        """Whether the trainer is paused."""
-        return not self._running.is_set()
 
     # ---- training loop ---------------------------------------------------------------------------------------
     def train(self, n_epochs: int | None = None) -> None:
