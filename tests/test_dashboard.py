@@ -107,5 +107,5 @@ def test_dashboard_updates_live_in_a_kernel(tmp_path):
         """,
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(c)) for c in cells])
-    NotebookClient(nb, kernel_name="python3", timeout=180).execute()
+    NotebookClient(nb, kernel_name="maze-lab", timeout=180).execute()
     assert "ok" in nb.cells[2].outputs[0]["text"]

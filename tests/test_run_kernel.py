@@ -106,7 +106,7 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Kernel:
     from jupyter_client import KernelManager
 
     cwd = tmp_path_factory.mktemp("kernel")
-    km = KernelManager(kernel_name="python3")
+    km = KernelManager(kernel_name="maze-lab")
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", **os.environ}
     km.start_kernel(cwd=str(cwd), extra_arguments=["--IPKernelApp.log_level=ERROR"], env=env)
     kc = km.client()

@@ -130,10 +130,10 @@ def test_exported_html_slider_in_chromium(cutting_dir, tmp_path):
 
 
 def test_viewer_notebook_runs_in_a_kernel(tmp_path):
-    """notebooks/viewer.ipynb executes top to bottom (papermill, kernel python3) and shows the viewer."""
+    """notebooks/viewer.ipynb executes top to bottom (papermill, kernel maze-lab) and shows the viewer."""
     papermill = pytest.importorskip("papermill")
     out = tmp_path / "viewer_out.ipynb"
-    nb = papermill.execute_notebook(str(ROOT / "notebooks" / "viewer.ipynb"), str(out), kernel_name="python3",
+    nb = papermill.execute_notebook(str(ROOT / "notebooks" / "viewer.ipynb"), str(out), kernel_name="maze-lab",
                                     parameters={"n_episodes": 2, "max_steps": 16, "trajectory_dir": str(tmp_path)},
                                     progress_bar=False, cwd=str(tmp_path))
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
