@@ -188,7 +188,7 @@ def test_arrays_are_read_without_pickle(tmp_path):
         assert all(n.startswith("arrays/") and n.endswith(".npy") for n in names[2:])
         json.loads(zf.read("episode.json"))
     data = EpisodeData.read(env.written[0])
-    data.arrays["arrays/0.npy"] = np.array([object()], dtype=object)
+    data.arrays = {**data.arrays, "arrays/0.npy": np.array([object()], dtype=object)}
     with pytest.raises(TypeError, match="dtype object"):
         data.write(tmp_path / "bad")
     (tmp_path / "junk.trajectory.zip").write_bytes(b"not a zip")

@@ -3,6 +3,8 @@
 from maze_lab.core.trajectory.files import (
     EpisodeData,
     NotATrajectoryFileError,
+    TrajectoryLimits,
+    TrajectoryTooLargeError,
     list_episodes,
     load_episode,
     read_episode_header,
@@ -19,6 +21,6 @@ from maze_lab.core.trajectory.serialization import ClassAllowList, UntrustedClas
 
 __all__ = [
     "ClassAllowList", "EpisodeData", "EpisodeRecord", "NotATrajectoryFileError", "StepRecord", "SubStepRecord",
-    "TrajectoryRecordingWrapper", "UntrustedClassWarning", "event_view", "list_episodes", "load_episode",
-    "read_episode_header", "rebuild_renderer",
+    "TrajectoryLimits", "TrajectoryRecordingWrapper", "TrajectoryTooLargeError", "UntrustedClassWarning",
+    "event_view", "list_episodes", "load_episode", "read_episode_header", "rebuild_renderer",
 ]

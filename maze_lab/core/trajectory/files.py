@@ -8,17 +8,23 @@
   sub-steps (actor, reward, terminated/truncated, info, events, row in the stacked arrays);
 - ``arrays/*.npy``: observations and actions stacked per policy key and name, and large arrays of states.
 
-Arrays are read with ``allow_pickle=False`` and objects are rebuilt only for allow-listed classes (see
-:mod:`maze_lab.core.trajectory.serialization`), so loading a file never runs code the file names.
+Arrays are read without pickle and objects are rebuilt only for allow-listed classes (see
+:mod:`maze_lab.core.trajectory.serialization`), so loading a file never runs code the file names. Reading is
+bounded (:class:`TrajectoryLimits`): every member's declared size is checked before it is decompressed (the zip
+reader never returns more than the declared size), ``steps.jsonl`` is streamed line by line, and ``.npy``
+members are read only when a value refers to them, after their dtype and shape were checked against the member.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import os
 import time
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,13 @@ import numpy as np
 
 from maze_lab.core.env.structured_env import ActorID
 from maze_lab.core.trajectory.records import EpisodeRecord, StepRecord, SubStepRecord
-from maze_lab.core.trajectory.serialization import ClassAllowList, Decoder
+from maze_lab.core.trajectory.serialization import (
+    ClassAllowList,
+    Decoder,
+    NotATrajectoryFileError,
+    checked_array_dtype,
+    checked_shape,
+)
 
 FORMAT = "maze-lab-trajectory"
 FORMAT_VERSION = 1
@@ -35,8 +47,31 @@ HEADER = "episode.json"
 STEPS = "steps.jsonl"
 
 
-class NotATrajectoryFileError(ValueError):
-    """A file is not a maze-lab trajectory file (or one of an unsupported version)."""
+class TrajectoryTooLargeError(NotATrajectoryFileError):
+    """A member of a trajectory file is larger than the reading limits allow (see :class:`TrajectoryLimits`)."""
+
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class TrajectoryLimits:
+    """Upper bounds for reading one trajectory file; raise them for episodes that really are that large.
+
+    :param max_json_bytes: the uncompressed size of ``episode.json`` and of ``steps.jsonl`` (each).
+    :param max_line_bytes: one line (one env step) of ``steps.jsonl``.
+    :param max_array_bytes: one ``.npy`` member, and one array written inline in the JSON.
+    :param max_total_bytes: all members of the file together, uncompressed.
+    """
+
+    max_json_bytes: int = 64 * MiB
+    max_line_bytes: int = 16 * MiB
+    max_array_bytes: int = 512 * MiB
+    max_total_bytes: int = 2048 * MiB
+
+
+DEFAULT_LIMITS = TrajectoryLimits()
+"""The limits used when a reader is given none."""
 
 
 class EpisodeData:
@@ -46,7 +81,7 @@ class EpisodeData:
     :class:`EpisodeRecord` (which is what :func:`load_episode` does after reading a file).
     """
 
-    def __init__(self, header: dict[str, Any], steps: list[dict[str, Any]], arrays: dict[str, np.ndarray]):
+    def __init__(self, header: dict[str, Any], steps: list[dict[str, Any]], arrays: Mapping[str, np.ndarray]):
         self.header = header
         self.steps = steps
         self.arrays = arrays
@@ -74,36 +109,26 @@ class EpisodeData:
         return path
 
     @classmethod
-    def read(cls, path: str | Path) -> EpisodeData:
-        """Read a trajectory file (arrays with ``allow_pickle=False``)."""
+    def read(cls, path: str | Path, limits: TrajectoryLimits | None = None) -> EpisodeData:
+        """Read a trajectory file: header and steps now, ``.npy`` arrays lazily when a value needs them."""
         path = Path(path)
-        try:
-            zf = zipfile.ZipFile(path)
-        except (zipfile.BadZipFile, OSError) as err:
-            raise NotATrajectoryFileError(f"{path} is not a maze-lab trajectory file (expected a zip archive "
-                                          f"written by TrajectoryRecordingWrapper): {err}") from err
-        with zf:
-            names = set(zf.namelist())
-            if HEADER not in names or STEPS not in names:
-                raise NotATrajectoryFileError(f"{path} is not a maze-lab trajectory file: it lacks {HEADER} or {STEPS}")
-            header = json.loads(zf.read(HEADER))
+        limits = limits or DEFAULT_LIMITS
+        with _open_zip(path) as zf:
+            infos = _checked_members(zf, path, limits)
+            header = _read_json_member(zf, infos[HEADER], path, limits)
             _check_header(header, path)
-            steps = [json.loads(line) for line in zf.read(STEPS).decode("utf-8").splitlines() if line.strip()]
-            arrays: dict[str, np.ndarray] = {}
-            for name in sorted(names):
-                if name.startswith("arrays/") and name.endswith(".npy"):
-                    with zf.open(name) as f:
-                        arrays[name] = np.lib.format.read_array(f, allow_pickle=False)
-        return cls(header, steps, arrays)
+            steps = list(_stream_steps(zf, infos[STEPS], path, limits))
+        members = {name: info for name, info in infos.items() if name.startswith("arrays/") and name.endswith(".npy")}
+        return cls(header, steps, LazyArrays(path, members, limits))
 
     def decode(self, allowed_classes: ClassAllowList | Iterable[str | type] | None = None,
                source: str | None = None) -> EpisodeRecord:
         """The episode as records; objects of classes outside the allow-list stay plain dicts (with a warning)."""
         allow = ClassAllowList.of(allowed_classes)
         dec = Decoder(allow, self._array, source or f"episode {self.episode_id}")
-        tables: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        tables: dict[tuple[str, str], dict[str, str]] = {}  # names of members, read when a step refers to them
         for entry in self.header.get("arrays", []):
-            tables.setdefault((entry["kind"], entry["key"]), {})[entry["name"]] = self._array(entry["member"])
+            tables.setdefault((entry["kind"], entry["key"]), {})[entry["name"]] = entry["member"]
         steps: list[StepRecord] = []
         for s in self.steps:
             substeps = []
@@ -127,12 +152,11 @@ class EpisodeData:
                              metadata={"created": h.get("created"), **dec.decode(h.get("metadata", {}))},
                              refused_classes=dict(dec.refused))
 
-    @staticmethod
-    def _values(dec: Decoder, sub: dict, kind: str, table: dict[str, np.ndarray] | None) -> Any:
+    def _values(self, dec: Decoder, sub: dict, kind: str, table: dict[str, str] | None) -> Any:
         if kind in sub:  # stored inline (not stackable)
             return dec.decode(sub[kind])
         row = sub["row"]
-        return {name: arr[row] for name, arr in (table or {}).items()}
+        return {name: self._array(member)[row] for name, member in (table or {}).items()}
 
     def _array(self, member: str) -> np.ndarray:
         try:
@@ -151,16 +175,17 @@ def _check_header(header: Any, path: Path) -> None:
                                       f"versions up to {FORMAT_VERSION}")
 
 
-def load_episode(path: str | Path, allowed_classes: ClassAllowList | Iterable[str | type] | None = None
-                 ) -> EpisodeRecord:
+def load_episode(path: str | Path, allowed_classes: ClassAllowList | Iterable[str | type] | None = None,
+                 limits: TrajectoryLimits | None = None) -> EpisodeRecord:
     """Load one episode file.
 
     :param path: a ``.trajectory.zip`` file.
     :param allowed_classes: classes (or dotted paths, or module prefixes ending in ``.``) whose recorded objects
         are rebuilt besides maze-lab's own; objects of other classes load as plain dicts, with a warning.
+    :param limits: size limits for reading (default :data:`DEFAULT_LIMITS`); a larger member is refused.
     """
     path = Path(path)
-    record = EpisodeData.read(path).decode(allowed_classes, source=str(path))
+    record = EpisodeData.read(path, limits).decode(allowed_classes, source=str(path))
     record.path = path
     return record
 
@@ -168,11 +193,10 @@ def load_episode(path: str | Path, allowed_classes: ClassAllowList | Iterable[st
 def read_episode_header(path: str | Path) -> dict[str, Any]:
     """The header of an episode file (ids, summary numbers, metadata) without reading its steps."""
     path = Path(path)
-    try:
-        with zipfile.ZipFile(path) as zf:
-            header = json.loads(zf.read(HEADER))
-    except (zipfile.BadZipFile, KeyError, OSError) as err:
-        raise NotATrajectoryFileError(f"{path} is not a maze-lab trajectory file: {err}") from err
+    limits = DEFAULT_LIMITS
+    with _open_zip(path) as zf:
+        infos = _checked_members(zf, path, limits)
+        header = _read_json_member(zf, infos[HEADER], path, limits)
     _check_header(header, path)
     return header
 
@@ -191,3 +215,131 @@ def new_header(episode_id: str, **fields: Any) -> dict[str, Any]:
     """The header of a new episode file."""
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "episode_id": episode_id,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **fields}
+
+
+# --- bounded reading ------------------------------------------------------------------------------------------
+def _open_zip(path: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as err:
+        raise NotATrajectoryFileError(f"{path} is not a maze-lab trajectory file (expected a zip archive "
+                                      f"written by TrajectoryRecordingWrapper): {err}") from err
+
+
+def _too_large(path: Path, member: str, size: int, limit: int, field: str) -> TrajectoryTooLargeError:
+    return TrajectoryTooLargeError(
+        f"{path}: member {member!r} is {size:,} bytes uncompressed, more than the limit of {limit:,} bytes "
+        f"(TrajectoryLimits.{field}); it was not read. If the file is trusted and really that large, pass "
+        f"limits=TrajectoryLimits({field}=...) to load_episode.")
+
+
+def _checked_members(zf: zipfile.ZipFile, path: Path, limits: TrajectoryLimits) -> dict[str, zipfile.ZipInfo]:
+    """The members by name, after checking their declared sizes (zipfile never inflates past a declared size)."""
+    infos = {info.filename: info for info in zf.infolist()}
+    if HEADER not in infos or STEPS not in infos:
+        raise NotATrajectoryFileError(f"{path} is not a maze-lab trajectory file: it lacks {HEADER} or {STEPS}")
+    total = 0
+    for name, info in infos.items():
+        is_json = name in (HEADER, STEPS)
+        limit, field = ((limits.max_json_bytes, "max_json_bytes") if is_json
+                        else (limits.max_array_bytes, "max_array_bytes"))
+        if info.file_size > limit:
+            raise _too_large(path, name, info.file_size, limit, field)
+        total += info.file_size
+    if total > limits.max_total_bytes:
+        raise TrajectoryTooLargeError(
+            f"{path}: its members are {total:,} bytes uncompressed together, more than the limit of "
+            f"{limits.max_total_bytes:,} bytes (TrajectoryLimits.max_total_bytes); the file was not read.")
+    return infos
+
+
+def _read_json_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, limits: TrajectoryLimits) -> Any:
+    try:
+        return json.loads(zf.read(info))
+    except (ValueError, zipfile.BadZipFile, OSError) as err:
+        raise NotATrajectoryFileError(f"{path}: member {info.filename!r} is not valid JSON: {err}") from err
+
+
+def _stream_steps(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path, limits: TrajectoryLimits
+                  ) -> Iterator[dict[str, Any]]:
+    """The steps of ``steps.jsonl``, one line at a time; a line longer than the limit is refused."""
+    try:
+        with zf.open(info) as raw:
+            stream = io.BufferedReader(raw)
+            number = 0
+            while True:
+                line = stream.readline(limits.max_line_bytes + 1)
+                if not line:
+                    return
+                number += 1
+                if len(line) > limits.max_line_bytes:
+                    raise TrajectoryTooLargeError(
+                        f"{path}: member {STEPS!r} line {number} is longer than the limit of "
+                        f"{limits.max_line_bytes:,} bytes (TrajectoryLimits.max_line_bytes); the file was not read.")
+                if line.strip():
+                    step = json.loads(line)
+                    if not isinstance(step, dict):
+                        raise ValueError(f"expected a JSON object, got {type(step).__name__}")
+                    yield step
+    except (ValueError, zipfile.BadZipFile, OSError) as err:
+        if isinstance(err, NotATrajectoryFileError):
+            raise
+        raise NotATrajectoryFileError(f"{path}: member {STEPS!r} is damaged: {err}") from err
+
+
+def _read_npy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
+    """One ``.npy`` member: its header is checked against the member's size before the data is read."""
+    where = f"{path}: member {info.filename!r}"
+    try:
+        with zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise NotATrajectoryFileError(f"{where}: unsupported .npy version {version}")
+            dtype = checked_array_dtype(dtype.str, where)
+            shape = checked_shape(list(shape), where)
+            nbytes = math.prod(shape) * dtype.itemsize
+            remaining = info.file_size - f.tell()
+            if nbytes != remaining:
+                raise NotATrajectoryFileError(f"{where}: its header declares {shape} of {dtype.str} ({nbytes:,} "
+                                              f"bytes) but the member holds {remaining:,} bytes of data")
+            data = f.read(nbytes)
+    except (ValueError, zipfile.BadZipFile, OSError) as err:
+        if isinstance(err, NotATrajectoryFileError):
+            raise
+        raise NotATrajectoryFileError(f"{where} is not a valid .npy array: {err}") from err
+    if len(data) != nbytes:
+        raise NotATrajectoryFileError(f"{where} is truncated")
+    arr = np.frombuffer(data, dtype=dtype)
+    return arr.reshape(shape, order="F" if fortran else "C").copy()
+
+
+class LazyArrays(Mapping):
+    """The ``.npy`` members of a trajectory file, each read (and checked) the first time it is used."""
+
+    def __init__(self, path: Path, members: dict[str, zipfile.ZipInfo], limits: TrajectoryLimits):
+        self.path = path
+        self.members = members
+        self.limits = limits
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            info = self.members[name]  # KeyError for a missing member, as for a dict
+            with _open_zip(self.path) as zf:
+                self._cache[name] = _read_npy(zf, info, self.path)
+        return self._cache[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.members)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @property
+    def loaded(self) -> list[str]:
+        """The members read so far."""
+        return list(self._cache)

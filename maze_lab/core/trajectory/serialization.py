@@ -12,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import math
+import re
+import sys
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -24,6 +27,36 @@ INLINE_ARRAY_SIZE = 256
 
 DEFAULT_ALLOWED = ("maze_lab.",)
 """Module prefixes whose classes are rebuilt by default: maze-lab's own (including its examples)."""
+
+
+MAX_INLINE_ARRAY_BYTES = 512 << 20
+"""The largest array a JSON value may describe inline (checked before it is allocated)."""
+
+
+class NotATrajectoryFileError(ValueError):
+    """A file is not a maze-lab trajectory file, is damaged, or describes a value that cannot be read safely."""
+
+
+def checked_array_dtype(text: Any, where: str) -> np.dtype:
+    """The numpy dtype named by ``text`` if it is a plain numeric (or bool) dtype of at most 16 bytes."""
+    try:
+        dtype = np.dtype(text) if isinstance(text, str) else None
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind not in "biufc" or dtype.hasobject or dtype.fields is not None or (
+            dtype.itemsize > 16):
+        raise NotATrajectoryFileError(f"{where}: dtype {text!r} is not a plain numeric dtype (expected e.g. "
+                                      f"'<f4', '<i8', '|b1')")
+    return dtype
+
+
+def checked_shape(shape: Any, where: str) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints (it must be a list/tuple of them)."""
+    if not isinstance(shape, list | tuple) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                       for d in shape):
+        raise NotATrajectoryFileError(f"{where}: shape {shape!r} is not a list of non-negative integers")
+    return tuple(shape)
+
 
 
 class UntrustedClassWarning(UserWarning):
@@ -196,20 +229,21 @@ class Decoder:
         if tag is None:
             return {k: self.decode(v) for k, v in value.items()}
         if tag == "ndarray":
-            dtype = np.dtype(value["dtype"])
+            dtype, shape, data = self._checked_inline(value, strings=False)
             if dtype.kind == "c":
-                flat = np.array([complex(re, im) for re, im in value["data"]], dtype=dtype)
+                flat = np.array([complex(*_pair(v, self.source)) for v in data], dtype=dtype)
             else:
-                flat = np.array(value["data"], dtype=dtype)
-            return flat.reshape(value["shape"])
+                flat = np.array(data, dtype=dtype)
+            return flat.reshape(shape)
         if tag == "ndarray_str":
-            return np.array(value["data"], dtype=str).reshape(value["shape"])
+            _, shape, data = self._checked_inline(value, strings=True)
+            return np.array(data, dtype=str).reshape(shape)
         if tag == "npy":
             if self.arrays is None:
                 raise ValueError(f"{self.source}: array member {value['member']!r} referenced but no archive is open")
             return self.arrays(value["member"])
         if tag == "scalar":
-            return np.dtype(value["dtype"]).type(value["value"])
+            return checked_array_dtype(value.get("dtype"), self.source).type(value["value"])
         if tag == "tuple":
             return tuple(self.decode(v) for v in value["items"])
         if tag == "list":
@@ -228,6 +262,26 @@ class Decoder:
         if tag == "repr":
             return value["repr"]
         return {k: self.decode(v) for k, v in value.items()}
+
+    def _checked_inline(self, value: dict, strings: bool) -> tuple[np.dtype, tuple[int, ...], list]:
+        """dtype, shape and data of an inline array, checked before anything is allocated."""
+        dtype = np.dtype("<U1") if strings else checked_array_dtype(value.get("dtype"), self.source)
+        shape = checked_shape(value.get("shape"), self.source)
+        data = value.get("data")
+        if not isinstance(data, list) or len(data) != math.prod(shape):
+            got = len(data) if isinstance(data, list) else repr(data)[:80]
+            raise NotATrajectoryFileError(f"{self.source}: an inline array of shape {list(shape)} needs "
+                                          f"{math.prod(shape)} values, got {got}")
+        if strings:
+            if not all(isinstance(v, str) for v in data):
+                raise NotATrajectoryFileError(f"{self.source}: an inline string array holds non-strings")
+            nbytes = 4 * len(data) * max((len(v) for v in data), default=0)
+        else:
+            nbytes = len(data) * dtype.itemsize
+        if nbytes > MAX_INLINE_ARRAY_BYTES:
+            raise NotATrajectoryFileError(f"{self.source}: an inline array would take {nbytes:,} bytes, more than "
+                                          f"the limit of {MAX_INLINE_ARRAY_BYTES:,}")
+        return dtype, shape, data
 
     def _rebuild(self, value: dict, build: Callable[[type, Any], Any], method: str | None) -> Any:
         data = self.decode(value["data"])
@@ -260,10 +314,37 @@ class Decoder:
         if path in self.refused:
             return
         self.refused[path] = reason
-        warnings.warn(
-            f"{self.source}: class '{path}' is not rebuilt because {reason}; its data loads as a plain dict. "
-            f"If you trust where the file comes from, pass allowed_classes=['{path}'] (or the class itself).",
-            UntrustedClassWarning, stacklevel=4)
+        if _could_be_a_class(path):
+            advice = (f"If you trust where the file comes from, pass allowed_classes=['{path}'] (or the class "
+                      f"itself).")
+        else:
+            advice = "It does not name a class, so it cannot be allowed: the file may have been tampered with."
+        warnings.warn(f"{self.source}: '{path}' is not rebuilt because {reason}; its data loads as a plain dict. "
+                      f"{advice}", UntrustedClassWarning, stacklevel=4)
+
+
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def _could_be_a_class(path: str) -> bool:
+    """Whether a dotted path may name a class, decided without importing anything the file names.
+
+    Where the module is already imported, the attribute itself is looked at; otherwise the last part must be
+    written as classes are (CapWords): ``os.system`` or ``builtins.eval`` never qualify.
+    """
+    if not isinstance(path, str) or not _DOTTED.match(path):
+        return False
+    module, _, name = path.rpartition(".")
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return isinstance(getattr(loaded, name, None), type)
+    return name[:1].isupper()
+
+
+def _pair(value: Any, source: str) -> tuple[float, float]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise NotATrajectoryFileError(f"{source}: a complex value must be [real, imag], got {value!r}")
+    return float(value[0]), float(value[1])
 
 
 def _hashable(key: Any) -> Any:
