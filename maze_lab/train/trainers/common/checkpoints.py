@@ -3,6 +3,9 @@ and read without executing code from the file."""
 
 from __future__ import annotations
 
+import pickle
+import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +14,24 @@ import torch
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file cannot be used: refused (it holds code-bearing objects), truncated, or not maze-lab's."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (disk full, no permission); the previous checkpoint is untouched."""
+
+
 def _atomic_save(obj: Any, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)  # a crash never leaves a half-written checkpoint
+    try:
+        torch.save(obj, tmp)
+        tmp.replace(path)  # a crash never leaves a half-written checkpoint
+    except (OSError, RuntimeError) as err:
+        if tmp.is_file():
+            tmp.unlink()
+        raise CheckpointWriteError(f"could not write the checkpoint {path}: {err}; the previous checkpoint at "
+                                   f"that path (if any) is unchanged") from err
 
 
 def write_checkpoints(state: dict[str, Any], checkpoint_dir: Path | None, model_selection: BestModelSelection,
@@ -39,7 +56,20 @@ def write_checkpoints(state: dict[str, Any], checkpoint_dir: Path | None, model_
 def read_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> dict[str, Any]:
     """A checkpoint read with ``torch.load(weights_only=True)`` (no code from the file runs); anything that is
     not a maze-lab checkpoint is refused."""
-    state = torch.load(Path(path), map_location=device, weights_only=True)
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as err:
+        # torch's message advises weights_only=False, i.e. running the file's code: never pass that on
+        found = sorted(set(re.findall(r"GLOBAL ([\w.]+)", str(err))))
+        what = f" (it names {', '.join(found)})" if found else ""
+        raise CheckpointError(
+            f"{path} was not loaded: it contains code-bearing Python objects{what}, which maze-lab never "
+            f"unpickles. maze-lab checkpoints hold only tensors, numbers and strings; this file was not written "
+            f"by maze-lab or was tampered with.") from None
+    except (EOFError, zipfile.BadZipFile, RuntimeError) as err:
+        raise CheckpointError(f"{path} is truncated or corrupt and was not loaded ({type(err).__name__}: "
+                              f"{' '.join(str(err).split())[:200]})") from None
     if not isinstance(state, dict) or "model" not in state:
-        raise ValueError(f"{path} is not a maze-lab checkpoint (expected a dict with 'model' weights)")
+        raise CheckpointError(f"{path} is not a maze-lab checkpoint (expected a dict with 'model' weights)")
     return state
