@@ -164,3 +164,34 @@ def test_failing_call_leaves_workers_running():
         venv.step({"action": np.zeros(2, dtype=np.int64)})
     finally:
         venv.close()
+
+
+@pytest.mark.parametrize("when", ["before_send", "while_stepping"])
+def test_a_killed_worker_is_named_with_its_signal_and_the_others_shut_down_quietly(capfd, when):
+    """SIGKILL on worker 1: one clear error naming the worker, its pid and the signal; no BrokenPipeError noise."""
+    import os
+    import signal
+
+    venv = SubprocVectorEnv([cartpole_factory, _slow_factory if when == "while_stepping" else cartpole_factory])
+    venv.reset()
+    victim = venv.processes[1]
+    if when == "before_send":
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=30)
+        assert victim.exitcode == -signal.SIGKILL
+        steps = 1
+    else:
+        import threading
+
+        threading.Timer(0.2, os.kill, args=(victim.pid, signal.SIGKILL)).start()
+        steps = 10_000
+    with pytest.raises(VectorEnvWorkerError) as info:
+        for _ in range(steps):
+            venv.step({"action": np.zeros(2, dtype=np.int64)})
+    assert f"vector env worker 1 (pid {victim.pid}) died: signal 9 (SIGKILL)" in str(info.value)
+    assert info.value.__cause__ is None
+    for proc in venv.processes:
+        proc.join(timeout=30)
+    assert not any(p.is_alive() for p in venv.processes)
+    err = capfd.readouterr().err
+    assert "BrokenPipeError" not in err and "Traceback" not in err, err

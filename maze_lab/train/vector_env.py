@@ -235,12 +235,20 @@ def _worker(conn: Any, payload: bytes) -> None:
     """Worker process main loop: builds its envs and serves step/reset commands until told to close."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles interrupts and shuts workers down
     try:
+        _serve(conn, payload)
+    except (BrokenPipeError, EOFError, ConnectionError):
+        pass  # the main process went away or closed the pipe while shutting down: nothing left to report to
+    finally:
+        conn.close()
+
+
+def _serve(conn: Any, payload: bytes) -> None:
+    try:
         factories = cloudpickle.loads(payload)
         envs = [_ensure_log_stats(f()) for f in factories]
         conn.send(("ok", (envs[0].observation_spaces_dict, envs[0].action_spaces_dict, envs[0].agent_counts_dict)))
     except BaseException:  # noqa: BLE001 - report anything, including import errors, to the main process
         conn.send(("error", traceback.format_exc()))
-        conn.close()
         return
     while True:
         try:
@@ -274,9 +282,10 @@ def _worker(conn: Any, payload: bytes) -> None:
                 break
             else:
                 conn.send(("error", f"unknown command {cmd!r}"))
+        except (BrokenPipeError, ConnectionError):
+            raise
         except BaseException:  # noqa: BLE001
             conn.send(("error", traceback.format_exc()))
-    conn.close()
 
 
 def _pop_episodes(envs: list[LogStatsWrapper]) -> list[LogStats]:
@@ -321,7 +330,7 @@ class SubprocVectorEnv(VectorEnv):
                 child.close()
                 self._conns.append(parent)
                 self.processes.append(proc)
-            infos = [self._receive(c) for c in self._conns]
+            infos = [self._receive(c, i) for i, c in enumerate(self._conns)]
         except BaseException:
             self.close()
             raise
@@ -329,12 +338,31 @@ class SubprocVectorEnv(VectorEnv):
         self._actor = ActorID(next(iter(self.action_spaces_dict)), 0)
         self._actor_rewards: np.ndarray | None = None
 
-    def _receive(self, conn: Any) -> Any:
+    def _died(self, index: int) -> VectorEnvWorkerError:
+        """The error for a worker whose pipe broke: how it ended (signal or exit code), after shutting down."""
+        proc = self.processes[index] if index < len(self.processes) else None
+        if proc is not None:
+            proc.join(timeout=5.0)  # the pipe breaks as the process ends; give the exit status time to arrive
+        self.close()
+        code = None if proc is None else proc.exitcode
+        if code is not None and code < 0:
+            try:
+                how = f"signal {-code} ({signal.Signals(-code).name})"
+            except ValueError:
+                how = f"signal {-code}"
+        elif code is not None:
+            how = f"exit code {code}"
+        else:
+            how = "it stopped answering"
+        pid = None if proc is None else proc.pid
+        return VectorEnvWorkerError(f"vector env worker {index} (pid {pid}) died: {how}, without reporting an "
+                                    f"error (killed from outside, or out of memory?); all workers were shut down")
+
+    def _receive(self, conn: Any, index: int) -> Any:
         try:
             status, data = conn.recv()
-        except (EOFError, OSError) as err:
-            self.close()
-            raise VectorEnvWorkerError("a vector env worker process died without reporting an error") from err
+        except (EOFError, OSError):
+            raise self._died(index) from None
         if status == "error":
             self.close()
             raise VectorEnvWorkerError(f"an env raised in a worker process:\n{data}")
@@ -356,9 +384,12 @@ class SubprocVectorEnv(VectorEnv):
         if self._closed:
             raise RuntimeError("this SubprocVectorEnv is closed (after close(), a worker error or an interrupt)")
         try:
-            for conn, message in zip(self._conns, messages, strict=True):
-                conn.send(message)
-            return [self._receive(c) for c in self._conns]
+            for index, (conn, message) in enumerate(zip(self._conns, messages, strict=True)):
+                try:
+                    conn.send(message)
+                except (BrokenPipeError, ConnectionError):
+                    raise self._died(index) from None
+            return [self._receive(c, i) for i, c in enumerate(self._conns)]
         except BaseException:
             self.close()
             raise
@@ -419,9 +450,17 @@ class SubprocVectorEnv(VectorEnv):
         if self._closed:
             raise RuntimeError("this SubprocVectorEnv is closed (after close(), a worker error or an interrupt)")
         try:
-            for conn in self._conns:
-                conn.send(("call", (name, args, kwargs)))
-            replies = [c.recv() for c in self._conns]
+            for index, conn in enumerate(self._conns):
+                try:
+                    conn.send(("call", (name, args, kwargs)))
+                except (BrokenPipeError, ConnectionError):
+                    raise self._died(index) from None
+            replies = []
+            for index, conn in enumerate(self._conns):
+                try:
+                    replies.append(conn.recv())
+                except (EOFError, OSError):
+                    raise self._died(index) from None
         except BaseException:
             self.close()
             raise
