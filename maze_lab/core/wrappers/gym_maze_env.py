@@ -1,16 +1,19 @@
-"""Gymnasium envs as MazeEnvs (GymMazeEnv) and MazeEnvs as Gymnasium envs (GymnasiumEnvAdapter)."""
+"""Gymnasium envs as MazeEnvs (GymMazeEnv); MazeEnvs as Gymnasium envs (GymnasiumEnvAdapter, re-exported from
+``gymnasium_adapter``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from maze_lab.core.env.core_env import CoreEnv
 from maze_lab.core.env.interfaces import ActionConversionInterface, ObservationConversionInterface, Renderer
 from maze_lab.core.env.maze_env import MazeEnv
-from maze_lab.core.env.structured_env import StepKey
+from maze_lab.core.wrappers.gymnasium_adapter import GymnasiumEnvAdapter
+
+__all__ = ["GymActionConversion", "GymCoreEnv", "GymMazeEnv", "GymObservationConversion", "GymRenderer",
+           "GymnasiumEnvAdapter", "make_gym_maze_env"]
 
 
 class GymObservationConversion(ObservationConversionInterface):
@@ -163,92 +166,3 @@ def _make_with_render_mode(env_id: str, render_mode: str | None, make_kwargs: di
 def make_gym_maze_env(name: str, **kwargs: Any) -> GymMazeEnv:
     """Factory for configs (``_target_: maze_lab.core.wrappers.gym_maze_env.make_gym_maze_env``)."""
     return GymMazeEnv(name, **kwargs)
-
-
-class GymnasiumEnvAdapter(gym.Env):
-    """A (structured) maze-lab env as a plain ``gymnasium.Env`` so other frameworks can train on it.
-
-    The observation and action spaces are the union of all policy keys' dict spaces (keys that two policy
-    keys declare with different spaces are prefixed ``<step_key>/``); keys the current actor does not use are
-    zero-filled, and with several policy keys an ``actor`` entry tells which policy key acts.
-    """
-
-    metadata = {"render_modes": ["rgb_array"]}
-
-    def __init__(self, env: Any, render_mode: str | None = None):
-        self.env = env
-        self.render_mode = render_mode
-        self.step_keys: list[StepKey] = list(env.observation_spaces_dict)
-        self._obs_names: dict[StepKey, dict[str, str]] = {}
-        self._act_names: dict[StepKey, dict[str, str]] = {}
-        obs_spaces = self._merge(env.observation_spaces_dict, self._obs_names)
-        act_spaces = self._merge(env.action_spaces_dict, self._act_names)
-        if len(self.step_keys) > 1:
-            obs_spaces["actor"] = gym.spaces.Discrete(len(self.step_keys))
-        self.observation_space = gym.spaces.Dict(obs_spaces)
-        self.action_space = gym.spaces.Dict(act_spaces)
-        self._zeros = {k: self._zero(s) for k, s in obs_spaces.items()}
-
-    @staticmethod
-    def _merge(spaces_dict: dict, names: dict) -> dict[str, gym.spaces.Space]:
-        merged: dict[str, gym.spaces.Space] = {}
-        owners: dict[str, gym.spaces.Space] = {}
-        for key, space in spaces_dict.items():
-            for name, sub in space.spaces.items():
-                if name in owners and owners[name] != sub:
-                    names.setdefault(key, {})[name] = f"{key}/{name}"
-                else:
-                    owners[name] = sub
-                    names.setdefault(key, {})[name] = name
-        for key, space in spaces_dict.items():
-            for name, sub in space.spaces.items():
-                merged[names[key][name]] = sub
-        return merged
-
-    @staticmethod
-    def _zero(space: gym.spaces.Space) -> Any:
-        if isinstance(space, gym.spaces.Box):
-            return np.clip(np.zeros(space.shape, dtype=space.dtype), space.low, space.high).astype(space.dtype)
-        if isinstance(space, gym.spaces.Discrete):
-            return np.int64(space.start)
-        if isinstance(space, gym.spaces.MultiBinary):
-            return np.zeros(space.shape, dtype=space.dtype)
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            return np.zeros(space.shape, dtype=space.dtype)
-        return space.sample()
-
-    def _to_gym_obs(self, obs: dict) -> dict:
-        key = self.env.actor_id().step_key
-        # fresh copies: callers (and gymnasium's checker) may keep or modify returned arrays
-        out = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in self._zeros.items()}
-        names = self._obs_names[key]
-        for name, value in obs.items():
-            out[names[name]] = value
-        if "actor" in out:
-            out["actor"] = np.int64(self.step_keys.index(key))
-        return out
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        """Reset the maze-lab env."""
-        super().reset(seed=seed)
-        obs, info = self.env.reset(seed=seed, options=options)
-        return self._to_gym_obs(obs), info
-
-    def step(self, action: dict) -> tuple[dict, float, bool, bool, dict]:
-        """Pass the current actor's part of the action to the maze-lab env."""
-        key = self.env.actor_id().step_key
-        names = self._act_names[key]
-        sub = {name: action[full] for name, full in names.items()}
-        for name, value in sub.items():
-            if isinstance(value, np.ndarray) and value.ndim == 0:
-                sub[name] = value.item()
-        obs, reward, terminated, truncated, info = self.env.step(sub)
-        return self._to_gym_obs(obs), float(reward), bool(terminated), bool(truncated), info
-
-    def render(self) -> np.ndarray | None:
-        """RGB frame from the maze-lab env's renderer."""
-        return self.env.render() if hasattr(self.env, "render") else None
-
-    def close(self) -> None:
-        """Close the maze-lab env."""
-        self.env.close()
