@@ -163,7 +163,7 @@ def test_dump_refuses_pickle_and_foreign_files(tmp_path):
 
 
 def test_statistics_errors_name_key_and_shapes():
-    env = ObservationNormalizationWrapper(_cartpole(), statistics_dump=None)
+    env = ObservationNormalizationWrapper(_cartpole(), statistics_dump=None, n_samples=None)
     with pytest.raises(RuntimeError, match="no normalization statistics for observation 'observation'"):
         env.reset(seed=0)
     with pytest.raises(ValueError, match=r"'mean' of observation 'observation' has shape \(5,\).*shape \(4,\)"):

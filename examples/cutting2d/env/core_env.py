@@ -122,7 +122,6 @@ class Cutting2DCoreEnvironment(CoreEnv):
             seed, self._next_seed = self._next_seed, None
         if seed is not None:
             self._rng = np.random.default_rng(seed)
-        self.reward_aggregator.reset()
         self._setup(options)
         return self.get_maze_state()
 
@@ -137,7 +136,6 @@ class Cutting2DCoreEnvironment(CoreEnv):
         ``info`` holds ``{"msg": "valid_cut"}``, or ``{"error": "invalid_cut"}`` or
         ``{"error": "piece_id_out_of_bounds"}``.
         """
-        self.reward_aggregator.reset()
         inventory = self.inventory
         demand = self.current_demand
         piece_id = int(maze_action.piece_id)

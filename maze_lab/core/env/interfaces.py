@@ -56,7 +56,12 @@ class ActionConversionInterface(ABC):
 
 
 class RewardAggregatorInterface(Subscriber):
-    """Computes the reward from the events of a step; declares the topics it listens to."""
+    """Computes the reward from the events of a step; declares the topics it listens to.
+
+    Assign it to ``core_env.reward_aggregator`` and register it with ``core_env.pubsub``: the framework then
+    resets it at the start of each full env step and each episode (a structured env's sub-steps share one
+    full step), so ``summarize_reward`` sees the events of the current step only.
+    """
 
     def __init__(self) -> None:
         self.events: list = []
@@ -66,7 +71,7 @@ class RewardAggregatorInterface(Subscriber):
         self.events.append(event)
 
     def reset(self) -> None:
-        """Forget the collected events (called at the start of each step and episode)."""
+        """Forget the collected events; the CoreEnv calls it at the start of each full env step and episode."""
         self.events = []
 
     @abstractmethod

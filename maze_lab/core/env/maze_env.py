@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from maze_lab.core.env.core_env import CoreEnv
+from maze_lab.core.env.environment_context import EnvironmentContext
 from maze_lab.core.env.interfaces import ActionConversionInterface, ObservationConversionInterface
 from maze_lab.core.env.space_checks import dict_action_checker, full_observation_check, observation_checker
 from maze_lab.core.env.structured_env import ActorID, StepKey, StructuredEnv, StructuredEnvSpacesMixin
@@ -15,6 +17,39 @@ from maze_lab.core.env.structured_env import ActorID, StepKey, StructuredEnv, St
 
 class EnvNotResetError(RuntimeError):
     """step() was called before the first reset()."""
+
+
+class EpisodeEndedError(EnvNotResetError):
+    """step() was called after the episode ended (terminated or truncated) without a reset()."""
+
+
+class StepResultError(TypeError):
+    """A CoreEnv's step() did not return Gymnasium's 5-tuple (maze_state, reward, terminated, truncated, info)."""
+
+
+def _takes_seed_and_options(reset: Any) -> bool:
+    """Whether a core env's reset accepts Gymnasium's ``seed`` and ``options`` keywords."""
+    try:
+        params = inspect.signature(reset).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {"seed", "options"} <= names or any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _step_result_error(core_env: Any, result: Any) -> StepResultError:
+    """The error for a core env step result that is not a 5-tuple, saying what to return instead."""
+    name = f"{type(core_env).__name__}.step()"
+    if isinstance(result, tuple) and len(result) == 4:
+        return StepResultError(
+            f"{name} returned 4 values (maze_state, reward, done, info): the old Gym API. maze-lab uses Gymnasium's "
+            f"5-tuple: return maze_state, reward, terminated, truncated, info, where terminated says the episode "
+            f"reached a terminal state and truncated that it was cut off (e.g. by a time limit; its last state is "
+            f"bootstrapped in training). For `return maze_state, reward, done, info` write "
+            f"`return maze_state, reward, done, False, info`.")
+    got = f"a tuple of {len(result)} values" if isinstance(result, tuple) else f"a {type(result).__name__}"
+    return StepResultError(f"{name} must return the 5-tuple (maze_state, reward, terminated, truncated, info), got "
+                           f"{got}")
 
 
 class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
@@ -28,6 +63,9 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
+    # class defaults: a subclass that forgot super().__init__() gets "call reset() first", then a clear error there
+    _has_reset = False
+    _can_step = False
 
     def __init__(
         self,
@@ -36,6 +74,11 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         observation_conversion_dict: dict[StepKey, ObservationConversionInterface],
         check_spaces: bool = True,
     ):
+        if getattr(core_env, "context", None) is None:
+            raise TypeError(
+                f"{type(core_env).__name__} is not set up as a CoreEnv: its __init__ did not call "
+                f"super().__init__(), which creates the env's context, pubsub and reward_aggregator. Add "
+                f"super().__init__() as the first line of {type(core_env).__name__}.__init__.")
         if set(action_conversion_dict) != set(observation_conversion_dict):
             raise ValueError(
                 f"action and observation conversion dicts must have the same policy keys, got "
@@ -51,7 +94,12 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
                 raise TypeError(f"policy key {k!r}: conversion spaces must be gymnasium Dict spaces, got {s}")
         self.check_spaces = check_spaces
         self._action_checks = {k: dict_action_checker(s, f"policy key {k!r}") for k, s in self._action_spaces.items()}
-        self._obs_checks = {k: observation_checker(s, f"policy key {k!r}") for k, s in self._observation_spaces.items()}
+        self._obs_checks = {k: observation_checker(s, f"policy key {k!r} ({type(c).__name__}.maze_to_space)")
+                            for (k, s), c in zip(self._observation_spaces.items(),
+                                                 (observation_conversion_dict[k] for k in self._observation_spaces),
+                                                 strict=True)}
+        # the seed's core envs define reset(self) without Gymnasium's keywords: seed them through seed() instead
+        self._reset_takes_seed = _takes_seed_and_options(core_env.reset)
         # flat core envs (actor_id not overridden) always act with key 0: skip the per-step actor lookups
         self._flat_key = 0 if type(core_env).actor_id is CoreEnv.actor_id and 0 in self._action_spaces else None
         self._service = core_env.context.event_service
@@ -88,33 +136,56 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         """Reset the core env and return the first observation and an empty info dict."""
         self.context.reset_env_episode()
-        maze_state = self.core_env.reset(seed=seed, options=options)
+        if self._reset_takes_seed:
+            maze_state = self.core_env.reset(seed=seed, options=options)
+        else:
+            if options is not None:
+                raise TypeError(f"{type(self.core_env).__name__}.reset() takes no options, got options={options!r}; "
+                                f"define it as reset(self, *, seed=None, options=None) to use them")
+            if seed is not None:
+                self.core_env.seed(seed)
+            maze_state = self.core_env.reset()
         self._last_maze_state = maze_state
         self._last_maze_action = None
         self._acted_in_state = None
-        key = self.core_env.actor_id().step_key
+        actor = self.core_env.actor_id()
+        if not isinstance(actor, tuple) or len(actor) != 2:
+            raise TypeError(f"{type(self.core_env).__name__}.actor_id() returned {actor!r}; return the actor that acts "
+                            f"next as ActorID(step_key, agent_id), e.g. ActorID(0, 0), or remove the override (flat "
+                            f"envs inherit it)")
+        key = actor[0]
         obs = self.observation_conversion_dict[key].maze_to_space(maze_state)
         if self.check_spaces:
-            full_observation_check(self._observation_spaces[key], obs, f"reset(), policy key {key!r}")
+            full_observation_check(self._observation_spaces[key], obs,
+                                   f"reset(), policy key {key!r} "
+                                   f"({type(self.observation_conversion_dict[key]).__name__}.maze_to_space)")
         self._has_reset = True
+        self._can_step = True
         self._last_obs = obs
         return obs, {}
 
     def step(self, action: dict) -> tuple[dict, float, bool, bool, dict]:
         """Convert the action, step the core env and convert the resulting state."""
-        if not self._has_reset:
-            raise EnvNotResetError(f"{type(self).__name__}.step() was called before reset(); call env.reset() first")
+        if not self._can_step:
+            raise self._cannot_step()
         flat_key = self._flat_key
         core_env = self.core_env
         key = flat_key if flat_key is not None else core_env.actor_id().step_key
         if self.check_spaces:
-            self._action_checks[key](action)
+            fixed = self._action_checks[key](action)
+            if fixed is not None:  # e.g. a Discrete action given as an integer array of shape (1,)
+                action = fixed
         maze_action = self.action_conversion_dict[key].space_to_maze(action, self._last_maze_state)
         service = self._service
         if service._step_events:
             service._step_events = []  # a new list: consumers holding the old one see the step ended
-        maze_state, reward, terminated, truncated, info = core_env.step(maze_action)
-        self._context.step_id += 1
+        # env time is advanced by the CoreEnv's own step plumbing: once per full step, not per sub-step
+        result = core_env.step(maze_action)
+        try:
+            maze_state, reward, terminated, truncated, info = result
+        except (TypeError, ValueError):
+            raise _step_result_error(core_env, result) from None
+        self._can_step = not (terminated or truncated)
         self._acted_in_state = self._last_maze_state
         self._last_maze_state = maze_state
         self._last_maze_action = maze_action
@@ -124,6 +195,14 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
             self._obs_checks[next_key](obs)
         self._last_obs = obs
         return obs, reward, terminated, truncated, info
+
+    def _cannot_step(self) -> EnvNotResetError:
+        """The error for a step before the first reset or after the episode ended."""
+        if not self._has_reset:
+            return EnvNotResetError(f"{type(self).__name__}.step() was called before reset(); call env.reset() first")
+        return EpisodeEndedError(
+            f"{type(self).__name__}.step() was called after the episode ended (the last step returned terminated or "
+            f"truncated); call env.reset() to start the next episode")
 
     # --- structure and introspection -------------------------------------------------------------
     def actor_id(self) -> ActorID:
@@ -144,9 +223,17 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         return self.core_env.get_actor_rewards()
 
     @property
-    def context(self):
+    def context(self) -> EnvironmentContext:
         """The shared env context (event service, env time)."""
-        return self.core_env.context
+        try:
+            return self.core_env.context
+        except AttributeError:
+            if "core_env" not in self.__dict__:
+                raise AttributeError(
+                    f"{type(self).__name__} is not set up as a MazeEnv: its __init__ did not call "
+                    f"super().__init__(core_env=..., action_conversion_dict=..., observation_conversion_dict=...)"
+                ) from None
+            raise
 
     def get_step_events(self) -> list:
         """Events of the current step."""

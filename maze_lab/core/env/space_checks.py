@@ -21,19 +21,35 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def action_checker(space: gym.spaces.Space, where: str) -> Callable[[Any], None]:
-    """A function that raises SpaceMismatchError when an action is not in ``space``."""
+def action_checker(space: gym.spaces.Space, where: str) -> Callable[[Any], Any]:
+    """A function that raises SpaceMismatchError when an action is not in ``space``.
+
+    It returns None for an action that is fine as it is, or the action to use instead: an integer array of shape ()
+    or (1,) for a Discrete space (as many libraries produce) becomes the Python int it holds.
+    """
     if isinstance(space, gym.spaces.Discrete):
         lo, hi = int(space.start), int(space.start + space.n)
 
-        def check_discrete(a: Any) -> None:
+        def check_discrete(a: Any) -> int | None:
             if type(a) is int and lo <= a < hi:  # the common case first
-                return
-            if isinstance(a, np.ndarray) and a.shape in ((), (1,)):
-                a = a.reshape(()).item()
-            if not isinstance(a, _INT_TYPES) or not lo <= a < hi:
-                raise SpaceMismatchError(
-                    f"{where}: action {_describe(a)} is not in {space} (an integer in [{lo}, {hi}))")
+                return None
+            if isinstance(a, np.ndarray) and a.shape in ((), (1,)) and a.dtype.kind in "iu":
+                value = int(a.reshape(()))
+                if lo <= value < hi:
+                    return value
+                raise SpaceMismatchError(f"{where}: action {_describe(a)} holding {value} is not in {space} (an "
+                                         f"integer in [{lo}, {hi}))")
+            if isinstance(a, _INT_TYPES) and not isinstance(a, bool | np.bool_) and lo <= a < hi:
+                return None
+            hint = ""
+            if isinstance(a, np.ndarray) and a.dtype.kind not in "iu":
+                hint = f"; give an integer, e.g. int(a) (a {a.dtype} array is not accepted: the value may not be whole)"
+            elif isinstance(a, np.ndarray):
+                hint = "; give one integer (an array of shape () or (1,) is accepted)"
+            elif isinstance(a, list | tuple):
+                hint = "; give one integer, not a sequence"
+            raise SpaceMismatchError(f"{where}: action {_describe(a)} is not in {space} (an integer in [{lo}, {hi}))"
+                                     f"{hint}")
 
         return check_discrete
 
@@ -62,8 +78,11 @@ def action_checker(space: gym.spaces.Space, where: str) -> Callable[[Any], None]
     return check_generic
 
 
-def dict_action_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], None]:
-    """Checker for a dict action: right keys and each value in its sub-space."""
+def dict_action_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], dict | None]:
+    """Checker for a dict action: right keys and each value in its sub-space.
+
+    It returns None for an action that is fine as it is, or a new dict to use instead (see :func:`action_checker`).
+    """
     checks = {k: action_checker(s, f"{where} action['{k}']") for k, s in space.spaces.items()}
     keys = set(checks)
     items = tuple(checks.items())
@@ -72,15 +91,15 @@ def dict_action_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
         # single discrete head (CartPole-like): one closure, no inner calls on the common path
         head, lo, hi, inner = items[0][0], int(only.start), int(only.start + only.n), items[0][1]
 
-        def check_single_discrete(action: Any) -> None:
+        def check_single_discrete(action: Any) -> dict | None:
             if type(action) is dict and len(action) == 1:
                 a = action.get(head)
                 if type(a) is int and lo <= a < hi:
-                    return
+                    return None
                 if a is not None or head in action:
-                    inner(a)
-                    return
-            _slow(action)
+                    fixed = inner(a)
+                    return None if fixed is None else {head: fixed}
+            return _slow(action)
 
         def _slow(action: Any) -> None:
             if not isinstance(action, dict):
@@ -94,15 +113,20 @@ def dict_action_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
     n_keys = len(keys)
     absent = object()
 
-    def check(action: Any) -> None:
+    def check(action: Any) -> dict | None:
         if type(action) is dict and len(action) == n_keys:
+            fixed = None
             for k, c in items:
                 v = action.get(k, absent)
                 if v is absent:
                     break
-                c(v)
+                new = c(v)
+                if new is not None:
+                    if fixed is None:
+                        fixed = dict(action)
+                    fixed[k] = new
             else:
-                return
+                return fixed
         if not isinstance(action, dict):
             raise SpaceMismatchError(
                 f"{where}: expected a dict action with keys {sorted(keys)}, got {_describe(action)}"
@@ -111,14 +135,47 @@ def dict_action_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
             missing, extra = sorted(keys - set(action)), sorted(set(action) - keys)
             raise SpaceMismatchError(f"{where}: malformed action dict, missing keys {missing}, unknown keys {extra}; "
                                      f"expected exactly {sorted(keys)}")
-        for k, c in checks.items():
-            c(action[k])
+        fixed = {k: checks[k](v) for k, v in action.items()}
+        return {k: action[k] if v is None else v for k, v in fixed.items()} if any(
+            v is not None for v in fixed.values()) else None
 
     return check
 
 
+_SMALL = 16  # up to this many entries, bounds are compared in Python (faster than numpy's per-call overhead)
+
+
+def _bounds_of(space: gym.spaces.Space) -> tuple[int, Any, Any]:
+    """How to check the bounds of a sub-space: (0, -, -) not at all, (1, lows, highs) as Python lists of the flat
+    entries, or (2, low, high) with numpy."""
+    if not isinstance(space, gym.spaces.Box):
+        return 0, None, None
+    low, high = space.low, space.high
+    if np.issubdtype(low.dtype, np.floating) and np.all(np.isneginf(low)) and np.all(np.isposinf(high)):
+        return 0, None, None
+    if low.size <= _SMALL:
+        return 1, low.ravel().tolist(), high.ravel().tolist()
+    return 2, low, high
+
+
+def _out_of_bounds(where: str, key: str, value: np.ndarray, space: gym.spaces.Box) -> SpaceMismatchError:
+    """The error for an observation entry outside its Box, naming the first offending entries."""
+    with np.errstate(invalid="ignore"):
+        bad = np.argwhere(~((value >= space.low) & (value <= space.high)))
+    shown = []
+    for idx in bad[:3]:
+        i = tuple(int(j) for j in idx)
+        shown.append(f"[{', '.join(map(str, i))}] = {value[i]!r} not in [{space.low[i]!r}, {space.high[i]!r}]")
+    more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+    return SpaceMismatchError(
+        f"{where}: observation['{key}'] is outside the bounds of its space {space}: {'; '.join(shown)}{more}. Fix the "
+        f"observation conversion, or widen the space's low/high to the values the env really produces (for an env "
+        f"you cannot change, create the MazeEnv / GymMazeEnv with check_spaces=False)")
+
+
 def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], None]:
-    """A cheap per-step check of a dict observation: keys, and shape and dtype of each array."""
+    """A per-step check of a dict observation: keys, shape and dtype of each array, and the bounds of Box spaces
+    (NaN is outside any bounds)."""
     expected = {}
     for k, s in space.spaces.items():
         if isinstance(s, gym.spaces.Box | gym.spaces.MultiBinary | gym.spaces.MultiDiscrete):
@@ -126,21 +183,41 @@ def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
         else:
             expected[k] = None
     keys = set(expected)
-    arrays = tuple((k, e[0], e[1]) for k, e in expected.items() if e is not None)
+    arrays = tuple((k, e[0], e[1], len(e[0]) == 1, *_bounds_of(space.spaces[k]))
+                   for k, e in expected.items() if e is not None)
     n_keys = len(keys)
 
     def check(obs: Any) -> None:
         if type(obs) is dict and len(obs) == n_keys:
-            for k, shape, dtype in arrays:
+            for k, shape, dtype, vector, mode, low, high in arrays:
                 v = obs.get(k)
                 if v.__class__ is not np.ndarray or v.shape != shape or v.dtype != dtype:
                     break
+                if mode == 1:
+                    values = v.tolist() if vector else v.ravel().tolist()
+                    for x, lo, hi in zip(values, low, high):  # noqa: B905 - same length by the shape
+                        if not lo <= x <= hi:
+                            raise _out_of_bounds(where, k, v, space.spaces[k])
+                elif mode == 2 and not ((v >= low).all() and (v <= high).all()):
+                    raise _out_of_bounds(where, k, v, space.spaces[k])
             else:
                 if len(arrays) == n_keys or obs.keys() == keys:
                     return
-        if not isinstance(obs, dict) or obs.keys() != keys:
-            got = sorted(obs) if isinstance(obs, dict) else _describe(obs)
-            raise SpaceMismatchError(f"{where}: observation keys {got} do not match the space keys {sorted(keys)}")
+        if not isinstance(obs, dict):
+            raise SpaceMismatchError(f"{where}: the observation must be a dict with the keys of its space "
+                                     f"{sorted(keys)}, got {_describe(obs)}")
+        if obs.keys() != keys:
+            missing, extra = sorted(keys - set(obs)), sorted(set(obs) - keys)
+            parts = []
+            if missing:
+                parts.append(f"has no key{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} of its "
+                             f"space {space}")
+            if extra:
+                parts.append(f"has key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))} that the space "
+                             f"does not declare")
+            raise SpaceMismatchError(
+                f"{where}: the observation {' and '.join(parts)} (observation keys {sorted(obs)}, space keys "
+                f"{sorted(keys)}); return exactly the keys of the space, or add the missing ones to space()")
         for k, exp in expected.items():
             if exp is None:
                 continue
@@ -155,10 +232,11 @@ def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
 
 
 def full_observation_check(space: gym.spaces.Dict, obs: Any, where: str) -> None:
-    """Keys, shapes and dtypes must match (error); values outside the bounds give a warning (used on reset)."""
+    """The per-step check (keys, shapes, dtypes, Box bounds: errors), plus a warning where a value is outside a
+    space the per-step check does not cover (used on reset)."""
     import warnings
 
     observation_checker(space, where)(obs)
     for k, s in space.spaces.items():
-        if not s.contains(obs[k]):
+        if not isinstance(s, gym.spaces.Box) and not s.contains(obs[k]):
             warnings.warn(f"{where}: observation['{k}'] = {obs[k]!r} is outside {s}", stacklevel=3)

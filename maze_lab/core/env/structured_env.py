@@ -66,6 +66,39 @@ class StructuredEnv(BaseEnv, ABC):
         return len(counts) == 1 and next(iter(counts.values())) == 1
 
 
+class FullStepTracker:
+    """Tells when the sub-steps of a structured env have completed one full env step (one tick of env time).
+
+    A full step is a run of sub-steps in which every actor acts at most once: it is complete when the next
+    actor has already acted in it (the actors went round: ``(0, 0)`` then ``(1, 0)`` then ``(0, 0)`` again), or
+    when the episode ends. For a flat env every step is a full step. Envs whose full steps follow another rule
+    (the same actor acting twice in one step) call ``context.increment_env_step()`` themselves.
+    """
+
+    __slots__ = ("_acted",)
+
+    def __init__(self) -> None:
+        self._acted: set = set()
+
+    def reset(self) -> None:
+        """A new episode (or a full step ended by other means): no actor has acted in the current step."""
+        self._acted.clear()
+
+    def sub_step_done(self, acted: Any, next_actor: Any, done: bool) -> bool:
+        """Record that ``acted`` has acted; True where this sub-step completed a full step.
+
+        :param acted: the actor ID of the sub-step just taken.
+        :param next_actor: the actor ID that acts next.
+        :param done: whether the episode ended with this sub-step.
+        """
+        acted_set = self._acted
+        acted_set.add(acted)
+        if done or next_actor in acted_set:
+            acted_set.clear()
+            return True
+        return False
+
+
 class StructuredEnvSpacesMixin(ABC):
     """Per sub-step key observation and action spaces."""
 

@@ -28,7 +28,12 @@ mean, std, vmin, vmax, median = (_nan_safe(f) for f in (np.mean, np.std, np.min,
 
 
 class BaseEnvEvents(ABC):
-    """Rewards, step and episode counts and KPIs; logged for every env."""
+    """Rewards, step and episode counts and KPIs; logged for every env.
+
+    Two rewards are logged: ``reward`` is the reward the agent is trained on (after reward wrappers such as
+    scaling, clipping or return normalization), ``reward_original`` the reward the env produced (what the
+    innermost reward wrapper received); they are equal where no wrapper changes rewards.
+    """
 
     @define_epoch_stats(mean, output_name="mean")
     @define_epoch_stats(std, output_name="std")
@@ -43,7 +48,16 @@ class BaseEnvEvents(ABC):
     @define_episode_stats(len, output_name="step_count")
     @define_step_stats(sum)
     def reward(self, value: float):
-        """The reward of one (full) env step; sub-step rewards are summed."""
+        """The reward the agent is trained on (after reward wrappers) of one full env step; sub-steps are summed."""
+
+    @define_epoch_stats(mean, output_name="mean")
+    @define_epoch_stats(std, output_name="std")
+    @define_epoch_stats(vmin, output_name="min")
+    @define_epoch_stats(vmax, output_name="max")
+    @define_episode_stats(sum)
+    @define_step_stats(sum)
+    def reward_original(self, value: float):
+        """The reward the env produced (before reward wrappers) in one full env step; sub-steps are summed."""
 
     @define_epoch_stats(mean, output_name="mean")
     @define_epoch_stats(std, output_name="std")
@@ -97,10 +111,10 @@ class ObservationEvents(ABC):
 
 
 class RewardEvents(ABC):
-    """Raw per-sub-step rewards, for reward distributions."""
+    """Per-sub-step rewards as the agent receives them (after reward wrappers), for reward distributions."""
 
     @define_epoch_stats(histogram)
     @define_episode_stats(histogram)
     @define_step_stats(None)
     def step_reward(self, value: float):
-        """The reward of one sub-step."""
+        """The reward of one sub-step, as the agent receives it."""

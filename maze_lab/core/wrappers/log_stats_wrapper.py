@@ -10,16 +10,30 @@ from maze_lab.core.log_stats.base_events import BaseEnvEvents
 from maze_lab.core.log_stats.event_log import EpisodeEventLog, EventLogWriter
 from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter
-from maze_lab.core.wrappers.wrapper import Wrapper
+from maze_lab.core.wrappers.wrapper import RewardWrapper, Wrapper
 
 _REWARD = BaseEnvEvents.reward
+_REWARD_ORIGINAL = BaseEnvEvents.reward_original
 _KPI = BaseEnvEvents.kpi
+
+
+def innermost_reward_wrapper(env: Any) -> RewardWrapper | None:
+    """The reward wrapper closest to the env in a wrapper stack (it receives the env's own reward), or None."""
+    found = None
+    while isinstance(env, Wrapper):
+        if isinstance(env, RewardWrapper):
+            found = env
+        env = env.env
+    return found
 
 
 class LogStatsWrapper(Wrapper):
     """Collects the events of every step, reduces them at episode end and writes epoch statistics.
 
-    Place it on top of every wrapper that fires events (e.g. MazeEnvMonitoringWrapper).
+    Place it on top of every wrapper that fires events (e.g. MazeEnvMonitoringWrapper). Steps are full env steps
+    (the env time): the sub-steps of a structured env are one step. Two rewards are recorded:
+    ``BaseEnvEvents.reward``, the reward returned to the agent (after the reward wrappers below), and
+    ``BaseEnvEvents.reward_original``, the reward the env produced (what the innermost RewardWrapper received).
 
     :param logging_prefix: prefix of the statistics (``train``, ``eval``); None for none.
     :param writers: writers that receive each epoch's statistics (console, TensorBoard, StatsStore).
@@ -39,8 +53,11 @@ class LogStatsWrapper(Wrapper):
         self._service = self._context.event_service
         self._steps: list[list[EventRecord]] = []
         self._step_rewards: list[float] = []
+        self._step_rewards_original: list[float] = []
         self._cur: list[EventRecord] = []
         self._reward = 0.0
+        self._reward_original = 0.0
+        self._reward_source = innermost_reward_wrapper(env)
         self._read_list: list | None = None
         self._read_n = 0
         self._time = 0
@@ -61,6 +78,8 @@ class LogStatsWrapper(Wrapper):
         if events and (events is not self._read_list or len(events) > self._read_n):
             self._pull_events()
         self._reward += reward
+        source = self._reward_source
+        self._reward_original += reward if source is None else source.pop_original_reward()
         now = self._context.step_id
         if now != self._time or terminated or truncated:
             self._time = now
@@ -72,23 +91,26 @@ class LogStatsWrapper(Wrapper):
     def _close_step(self) -> None:
         self._steps.append(self._cur)
         self._step_rewards.append(self._reward)
+        self._step_rewards_original.append(self._reward_original)
         self._cur = []
         self._reward = 0.0
+        self._reward_original = 0.0
 
     def _close_episode(self) -> None:
-        steps, rewards = self._steps, self._step_rewards
+        steps, rewards, originals = self._steps, self._step_rewards, self._step_rewards_original
         buffered: dict = {}
         for pop in self._context.episode_buffers:
             buffered.update(pop())
         if not steps:
             return
-        self._steps, self._step_rewards = [], []
+        self._steps, self._step_rewards, self._step_rewards_original = [], [], []
         calc = self.env.get_kpi_calculator() if hasattr(self.env, "get_kpi_calculator") else None
         log = EpisodeEventLog(self._context.episode_id, steps, rewards)
         if calc is not None:
             kpis = calc.calculate_kpis(log, self.env.get_maze_state())
             steps[-1].extend(EventRecord(BaseEnvEvents, _KPI, {"name": k, "value": float(v)}) for k, v in kpis.items())
-        stats = aggregate_episode(steps, self._service.topics, buffered, {(_REWARD, None): {None: rewards}})
+        stats = aggregate_episode(steps, self._service.topics, buffered,
+                                  {(_REWARD, None): {None: rewards}, (_REWARD_ORIGINAL, None): {None: originals}})
         self.last_episode_stats = stats
         self.epoch_aggregator.add_episode(stats)
         for w in self.event_log_writers:
@@ -106,7 +128,9 @@ class LogStatsWrapper(Wrapper):
             for pop in self._context.episode_buffers:
                 pop()
         obs, info = self.env.reset(seed=seed, options=options)
-        self._cur, self._reward, self._time = [], 0.0, self._context.step_id
+        self._cur, self._reward, self._reward_original, self._time = [], 0.0, 0.0, self._context.step_id
+        if self._reward_source is not None:
+            self._reward_source.pop_original_reward()  # steps taken inside reset are not part of the episode
         self._read_list = None
         self._pull_events()  # events fired during reset count towards the first step
         return obs, info

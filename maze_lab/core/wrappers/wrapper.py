@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from abc import abstractmethod
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -29,11 +31,15 @@ class Wrapper(StructuredEnv, StructuredEnvSpacesMixin):
     @classmethod
     def wrap(cls: type[W], env: Any, **kwargs: Any) -> W:
         """Wrap ``env`` with this wrapper (``Wrapper.wrap(env, **params)`` as in config files)."""
+        check_wrapper_parameters(cls, kwargs)
         return cls(env, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         # only called when normal lookup fails: forward to the wrapped env
-        if name == "env" or name.startswith("__"):
+        if name == "env":
+            raise AttributeError(f"{type(self).__name__} has no wrapped env: its __init__ did not call "
+                                 f"super().__init__(env); add that call to {type(self).__name__}.__init__")
+        if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.env, name)
 
@@ -147,16 +153,54 @@ class ActionWrapper(Wrapper):
 
 
 class RewardWrapper(Wrapper):
-    """Changes the reward."""
+    """Changes the reward; keeps the sum of the rewards it received, so that statistics can report the env's
+    own reward beside the changed one (the LogStatsWrapper reads the innermost reward wrapper's sum)."""
+
+    _original_reward_sum: Any = 0.0
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Step and change the reward."""
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self._original_reward_sum = self._original_reward_sum + reward
         return obs, self.reward(reward), terminated, truncated, info
+
+    def pop_original_reward(self) -> Any:
+        """The sum of the rewards received from the wrapped env (before this wrapper changed them) since the
+        last call."""
+        value, self._original_reward_sum = self._original_reward_sum, 0.0
+        return value
 
     @abstractmethod
     def reward(self, reward: Any) -> Any:
         """The changed reward."""
+
+
+class WrapperParameterError(ConfigurationError, TypeError):
+    """A wrapper was given a parameter it does not have, or not one it needs."""
+
+
+def check_wrapper_parameters(cls: type, params: Mapping[str, Any]) -> None:
+    """Raise WrapperParameterError naming unknown or missing parameters of ``cls(env, **params)`` and the valid ones."""
+    try:
+        signature = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return
+    accepted = [p for p in list(signature.parameters.values())[2:]  # self, env
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
+        return
+    names = [p.name for p in accepted]
+    valid = f"valid parameters of {cls.__name__}: {', '.join(names) if names else 'none'}"
+    unknown = [k for k in params if k not in names]
+    if unknown:
+        hints = []
+        for k in unknown:
+            close = difflib.get_close_matches(k, names, n=1)
+            hints.append(f"'{k}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        raise WrapperParameterError(f"wrapper {cls.__name__} has no parameter {', '.join(hints)}; {valid}")
+    missing = [p.name for p in accepted if p.default is p.empty and p.name not in params]
+    if missing:
+        raise WrapperParameterError(f"wrapper {cls.__name__} needs the parameter(s) {', '.join(missing)}; {valid}")
 
 
 def resolve_wrapper(name: str | type) -> type[Wrapper]:
@@ -208,6 +252,8 @@ def wrap_env(env: Any, wrappers: Mapping[str, Mapping[str, Any] | None] | list |
             params = instantiate_nested(params)
         try:
             env = cls.wrap(env, **params)
+        except WrapperParameterError:
+            raise
         except TypeError as err:
             raise ConfigurationError(f"wrapper {cls.__name__}({', '.join(params)}): {err}") from err
     return env

@@ -65,10 +65,13 @@ class ObservationNormalizationWrapper(ObservationWrapper):
     """Normalizes each Box observation with its strategy's statistics and adapts the observation spaces.
 
     Statistics come, in increasing priority, from ``default_statistics``, the dump file (if it exists), and the
-    ``statistics`` of ``manual_config``; observations still without statistics get them estimated by
-    :func:`obtain_normalization_statistics`, which samples the env with ``sampling_policy`` and then writes
-    the dump. Observations that are not Box spaces (e.g. Discrete features) and those in ``exclude`` pass
-    through unchanged.
+    ``statistics`` of ``manual_config``. Observations still without statistics at the first reset get them
+    estimated there: the wrapper steps the env below it ``n_samples`` times with ``sampling_policy`` (resetting
+    with ``sampling_seed`` first, so every env of a run estimates the same statistics where the env is
+    deterministic), then writes the dump. Statistics set before the first reset (``set_normalization_statistics``,
+    a checkpoint, :func:`obtain_normalization_statistics`) skip the sampling. Observations that are not Box spaces
+    (e.g. Discrete features) and those in ``exclude`` pass through unchanged. The observation spaces are the
+    original ones until the statistics are known.
 
     :param default_strategy: the strategy class (name, dotted path or class) for observations without manual
         config, by default MeanZeroStdOneObservationNormalizationStrategy.
@@ -81,6 +84,9 @@ class ObservationNormalizationWrapper(ObservationWrapper):
     :param exclude: observations not to normalize (e.g. action masks).
     :param manual_config: per observation ``{"strategy": ..., "strategy_config": {...}, "statistics": {...}}``,
         each part optional; ``strategy_config`` updates the default config.
+    :param n_samples: env steps sampled at the first reset to estimate missing statistics; None: no automatic
+        estimate (then call :func:`obtain_normalization_statistics` or set statistics before the first reset).
+    :param sampling_seed: seed of the sampling episodes and the sampling policy (None: unseeded).
     """
 
     # sampling_policy configs are built here with the action spaces, so wrap_env must not instantiate them
@@ -93,8 +99,16 @@ class ObservationNormalizationWrapper(ObservationWrapper):
                  statistics_dump: str | os.PathLike | None = "statistics.json",
                  sampling_policy: Any = None,
                  exclude: Sequence[str] | None = None,
-                 manual_config: Mapping[str, Mapping[str, Any]] | None = None):
+                 manual_config: Mapping[str, Mapping[str, Any]] | None = None,
+                 n_samples: int | None = 1000,
+                 sampling_seed: int | None = 0):
         super().__init__(env)
+        if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, int)
+                                      or n_samples < 1):
+            raise ValueError(f"ObservationNormalizationWrapper: n_samples must be a positive number of env steps or "
+                             f"None, got {n_samples!r}")
+        self.n_samples = n_samples
+        self.sampling_seed = sampling_seed
         require_dict_spaces(env.observation_spaces_dict, "observation", "ObservationNormalizationWrapper")
         self.default_strategy = resolve_normalization_strategy(default_strategy)
         self.default_strategy_config = dict(_to_plain(default_strategy_config) or {})
@@ -205,6 +219,21 @@ class ObservationNormalizationWrapper(ObservationWrapper):
         """Observation spaces after normalization (the original ones until statistics are known)."""
         return self._observation_spaces
 
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Reset and return the normalized first observation; at the first reset with statistics missing, estimate
+        them by sampling first (see the class docstring)."""
+        if not self._collect and self.n_samples is not None and not self.has_all_statistics():
+            from maze_lab.core.wrappers.observation_normalization.observation_normalization_utils import (
+                estimate_observation_normalization_statistics,
+            )
+
+            estimate_observation_normalization_statistics(self, self.n_samples, seed=self.sampling_seed)
+            if seed is None and self.sampling_seed is not None:
+                # the sampling seeded the env: an unseeded reset must still start where a fresh env would, not in
+                # the same state in every env of a run
+                seed = int(np.random.SeedSequence().generate_state(1)[0])
+        return super().reset(seed=seed, options=options)
+
     def observation(self, observation: dict) -> dict:
         """The normalized observation (while collecting: the observation unchanged, and recorded)."""
         if self._collect:
@@ -216,9 +245,10 @@ class ObservationNormalizationWrapper(ObservationWrapper):
             if name in out:
                 if not strategy.is_initialized():
                     raise RuntimeError(
-                        f"no normalization statistics for observation '{name}': run "
-                        f"obtain_normalization_statistics(env, n_samples) or set_normalization_statistics(...), or "
-                        f"give default_statistics or manual_config statistics")
+                        f"no normalization statistics for observation '{name}': give n_samples (env steps to "
+                        f"sample at the first reset), run obtain_normalization_statistics(env, n_samples) or "
+                        f"set_normalization_statistics(...) before the first reset, or give default_statistics or "
+                        f"manual_config statistics")
                 out[name] = strategy.normalize_and_process_value(out[name])
         return out
 
