@@ -1,8 +1,10 @@
-"""The ``maze-lab`` command: demo, train, run (papermill), sweep, runs, rollout, lab.
+"""The ``maze-lab`` command: demo, train, run (papermill), sweep, runs, rollout, lab; and ``maze-run``, which
+understands the command lines of the Maze framework and runs their maze-lab equivalent.
 
 Bad input (an unknown config group, option or key, a value of the wrong type, a directory that is not a run)
 ends with one line on stderr naming what is wrong and exit code 2; a failure while training shows its traceback
-and exits with 1.
+and exits with 1. The configuration is composed and checked before torch or matplotlib are imported, so that bad
+input is reported within about a second.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,15 +59,28 @@ def _split_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str
     return components, overrides, args.experiment or experiment
 
 
+def _check_config_name(args: argparse.Namespace) -> None:
+    """Accept Maze's ``-cn conf_train``; any other root config name is refused with what to use instead."""
+    name = getattr(args, "config_name", None)
+    if name is None or name == "conf_train":
+        return
+    if name == "conf_rollout":
+        raise BadInput("-cn conf_rollout is Maze's rollout config; maze-lab rolls out a trained run with "
+                       "`maze-lab rollout RUN_DIR --episodes N`")
+    raise BadInput(f"-cn {name}: maze-lab has one root config, conf_train; add your own config groups with "
+                   f"--config-module my_project.conf")
+
+
 def _train(args: argparse.Namespace) -> int:
-    import torch
+    from maze_lab.run.run_context import RunContext  # composes and checks configs without importing torch
 
-    from maze_lab.run.run_context import RunContext
-
-    torch.set_num_threads(args.threads)
+    _check_config_name(args)
     components, overrides, experiment = _split_overrides(args)
+    if args.threads is not None:
+        overrides["torch_threads"] = args.threads
     rc = RunContext(**components, overrides=overrides, experiment=experiment, config_module=args.config_module,
                     silent=args.silent)
+    print(f"maze-lab train: {rc.training_plan()}", flush=True)
     try:
         try:
             rc.trainer  # noqa: B018 - build envs and model first: errors here are errors of the configuration
@@ -81,16 +97,72 @@ def _train(args: argparse.Namespace) -> int:
             return 130
     finally:
         rc.close()
+    summary = _read_summary(rc.run_dir)
+    if summary.get("stop_reason") not in (None, "done"):
+        print(f"maze-lab train: {summary['stop_reason']} (after epoch {summary.get('epoch')})")
+    print(_rewards_line(summary))
     print(f"run directory: {rc.run_dir}")
     return 0
 
 
+def _read_summary(run_dir: Path) -> dict[str, Any]:
+    from maze_lab.run.run_dir import RunDirectory
+
+    directory = RunDirectory(run_dir)
+    return directory.read_summary() if directory.summary_file.exists() else {}
+
+
+def _fmt(value: Any) -> str:
+    return "none" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _rewards_line(summary: dict[str, Any]) -> str:
+    """``evaluation reward: final X, best Y (epoch N)`` from a run summary."""
+    final, best = summary.get("last_eval_reward"), summary.get("best_eval_reward")
+    if final is None and best is None:
+        return "evaluation reward: none recorded (the run ended before its first evaluation)"
+    line = f"evaluation reward: final {_fmt(final)}, best {_fmt(best)}"
+    return line + (f" (epoch {summary['best_epoch']})" if summary.get("best_epoch") is not None else "")
+
+
 # ---- run (papermill) -----------------------------------------------------------------------------------------
+def _shown(path: Path) -> str:
+    """A path relative to the working directory where it lies below it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def running_lab_url(path: Path) -> str | None:
+    """The URL that opens ``path`` in a JupyterLab server of this user that is running and serves it, if any."""
+    try:
+        from jupyter_server.serverapp import list_running_servers
+    except ImportError:
+        return None
+    path = Path(path).resolve()
+    try:
+        servers = list(list_running_servers())
+    except Exception:  # noqa: BLE001 - a stale or unreadable server file must not spoil the report
+        return None
+    for server in servers:
+        root = Path(server.get("root_dir") or server.get("notebook_dir") or "/").resolve()
+        if path.is_relative_to(root):
+            rel = path.relative_to(root).as_posix()
+            return f"{server['url'].rstrip('/')}/lab/tree/{rel}"
+    return None
+
+
 def _run(args: argparse.Namespace) -> int:
     from maze_lab.run.config import parse_override_value
     from maze_lab.run.papermill_run import NotebookRunError, run_notebook
 
     params = {key: parse_override_value(value) for key, value in (args.parameters or [])}
+    given = " ".join(f"-p {key} {value}" for key, value in (args.parameters or []))
+    print(f"maze-lab run: executing {args.notebook}{' ' + given if given else ''} with papermill "
+          f"(the notebook's output goes into the executed copy) ...", flush=True)
+    started = time.monotonic()
     try:
         run_dir, executed = run_notebook(args.notebook, params, log_base_dir=args.log_base_dir,
                                          kernel_name=args.kernel)
@@ -102,8 +174,19 @@ def _run(args: argparse.Namespace) -> int:
                            f"{err.executed_notebook})") from None
         print(f"maze-lab run: {err}", file=sys.stderr)
         return 1
-    print(f"run directory: {run_dir}")
-    print(f"executed notebook: {executed}")
+    summary = _read_summary(run_dir)
+    trained = "" if summary.get("epoch") is None else \
+        f": {summary['epoch']} epochs, {summary.get('env_steps', 0):,} env steps"
+    print(f"maze-lab run: {Path(args.notebook).name} {summary.get('status', 'done')} in "
+          f"{time.monotonic() - started:.0f} s{trained}")
+    print(_rewards_line(summary))
+    print(f"run directory: {_shown(run_dir)}")
+    print(f"executed notebook: {_shown(executed)}")
+    print(f"open it in JupyterLab: maze-lab lab {shlex.quote(_shown(executed))}  "
+          f"(the run: maze-lab lab {shlex.quote(_shown(run_dir))})")
+    url = running_lab_url(executed)
+    if url is not None:
+        print(f"or in the JupyterLab that is running: {url}")
     return 0
 
 
@@ -151,15 +234,25 @@ def parse_sweep(words: list[str]) -> tuple[dict[str, Any], str | None]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from maze_lab.run.config import training_plan
     from maze_lab.run.run_context import RunContext
 
+    _check_config_name(args)
     overrides, experiment = parse_sweep(args.overrides)
     experiment = args.experiment or experiment
     rc = RunContext(overrides=overrides, experiment=experiment, config_module=args.config_module, silent=True,
                     multirun=True, n_jobs=args.jobs)
     grid = " x ".join(f"{k} ({len(overrides[k])} values)" for k in rc.grid_keys) or "no swept keys"
     print(f"maze-lab sweep: {len(rc.configs)} runs over {grid}, {args.jobs} parallel job(s)", flush=True)
-    table = rc.train()
+    plans = list(dict.fromkeys(training_plan(cfg) for cfg in rc.configs))
+    print(f"maze-lab sweep: each run: {plans[0]}" if len(plans) == 1 else
+          "maze-lab sweep: the runs differ: " + " | ".join(plans), flush=True)
+    try:
+        table = rc.train()
+    except KeyboardInterrupt:
+        print(f"\nmaze-lab sweep: interrupted; the runs so far are under {rc.config.log_base_dir} (maze-lab runs)",
+              file=sys.stderr)
+        return 130
     columns = [*rc.grid_keys, "status", "epoch", "env_steps", "best_eval_reward", "last_eval_reward",
                "final_train_reward", "run_dir"]
     print(table[[c for c in columns if c in table.columns]].to_string(index=False))
@@ -168,12 +261,16 @@ def _sweep(args: argparse.Namespace) -> int:
 
 # ---- runs ----------------------------------------------------------------------------------------------------
 def _runs(args: argparse.Namespace) -> int:
+    from maze_lab.run.run_dir import default_outputs_dir
     from maze_lab.run.runs import list_runs
 
-    base = Path(args.base)
+    base = Path(args.base) if args.base is not None else default_outputs_dir()
     if not base.is_dir():
+        if args.base is None:
+            print(f"no runs yet: {base} does not exist (the default location of runs; see maze-lab runs --help)")
+            return 0
         raise BadInput(f"{base} is not a directory; give the base directory of the runs with --base "
-                       f"(the log_base_dir of the runs, default 'outputs')")
+                       f"(the log_base_dir of the runs; default {default_outputs_dir()})")
     df = list_runs(base)
     if df.empty:
         print(f"no runs under {base}")
@@ -203,33 +300,94 @@ def _rollout(args: argparse.Namespace) -> int:
 
 
 # ---- lab -----------------------------------------------------------------------------------------------------
-def default_notebook_dir() -> Path:
-    """``./notebooks`` where it exists, else the notebooks of the maze-lab checkout, else the current directory."""
-    import maze_lab
-
-    for candidate in (Path.cwd() / "notebooks", Path(maze_lab.__file__).resolve().parents[1] / "notebooks"):
-        if candidate.is_dir():
-            return candidate
-    return Path.cwd()
+_LAB_OPTIONS_WITH_VALUE = ("--port", "--notebook-dir")
+_LAB_FLAGS = ("--no-browser", "--print-command", "--dry-run", "-h", "--help")
 
 
-def lab_command(notebook_dir: Path, port: int | None, no_browser: bool) -> list[str]:
-    """The command that starts JupyterLab on ``notebook_dir``."""
-    cmd = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={notebook_dir}"]
+def split_lab_args(words: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``maze-lab lab`` arguments into its own and JupyterLab's (passed through unchanged).
+
+    Unknown options go to JupyterLab, with the word after one that has no ``=`` as its value unless that word is an
+    existing path (``--ip 0.0.0.0`` is one option; ``--allow-root notebooks/train.ipynb`` opens the notebook);
+    everything after ``--`` goes to JupyterLab.
+    """
+    own: list[str] = []
+    jupyter: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            jupyter.extend(words[i + 1:])
+            break
+        if word in _LAB_FLAGS or word.split("=", 1)[0] in _LAB_OPTIONS_WITH_VALUE:
+            own.append(word)
+            if word in _LAB_OPTIONS_WITH_VALUE and i + 1 < len(words):
+                own.append(words[i + 1])
+                i += 1
+        elif word.startswith("-"):
+            jupyter.append(word)
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            if "=" not in word and nxt is not None and not nxt.startswith("-") and not Path(nxt).exists():
+                jupyter.append(nxt)
+                i += 1
+        else:
+            own.append(word)
+        i += 1
+    return own, jupyter
+
+
+def lab_target(path: str | None, notebook_dir: str | None) -> tuple[Path, Path | None]:
+    """The directory JupyterLab serves and the notebook or folder it opens.
+
+    The served directory is ``notebook_dir`` where given, else the project root of ``path`` (or of the working
+    directory; see ``maze_lab.run.run_dir.project_root``; without one the directory itself), so that ``notebooks/``
+    and the runs in ``outputs/`` are both in reach. Without ``path`` the project's ``notebooks/`` folder is opened
+    where there is one.
+    """
+    from maze_lab.run.run_dir import project_root
+
+    target = Path(path).resolve() if path else None
+    if target is not None and not target.exists():
+        raise BadInput(f"{path} is neither a notebook nor a directory; give a notebook or run directory to open "
+                       f"(JupyterLab options that take a value: --name=value or after --, e.g. --ip=0.0.0.0)")
+    if notebook_dir is not None:
+        root = Path(notebook_dir).resolve()
+        if not root.is_dir():
+            raise BadInput(f"notebook directory {notebook_dir} does not exist")
+    elif target is not None:
+        start = target if target.is_dir() else target.parent
+        root = project_root(start) or start
+    else:
+        root = project_root() or Path.cwd().resolve()
+    if target is None and (root / "notebooks").is_dir():
+        target = root / "notebooks"
+    if target is not None and not target.is_relative_to(root):
+        raise BadInput(f"{target} is not inside the served directory {root}; leave out --notebook-dir or give one "
+                       f"that contains it")
+    return root, target
+
+
+def lab_command(root: Path, target: Path | None = None, port: int | None = None, no_browser: bool = False,
+                jupyter_args: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The command that starts JupyterLab on ``root``, opening ``target`` (a file, or a folder in the file browser),
+    with JupyterLab's own options appended unchanged."""
+    cmd = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={root}"]
+    if target is not None and target.is_file():
+        cmd.append(str(target))
+    elif target is not None and target != root:
+        cmd.append(f"--LabApp.default_url=/lab/tree/{target.relative_to(root).as_posix()}")
     if port is not None:
         cmd.append(f"--port={port}")
     if no_browser:
         cmd.append("--no-browser")
-    return cmd
+    return cmd + list(jupyter_args)
 
 
 def _lab(args: argparse.Namespace) -> int:
     import importlib.util
 
-    notebook_dir = Path(args.notebook_dir) if args.notebook_dir else default_notebook_dir()
-    if not notebook_dir.is_dir():
-        raise BadInput(f"notebook directory {notebook_dir} does not exist")
-    cmd = lab_command(notebook_dir.resolve(), args.port, args.no_browser)
+    root, target = lab_target(args.path, args.notebook_dir)
+    cmd = lab_command(root, target, args.port, args.no_browser, getattr(args, "jupyter_args", []))
     if args.dry_run:
         print(shlex.join(cmd))
         return 0
@@ -265,7 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--experiment", help="experiment file (config group 'experiment')")
     train.add_argument("--config-module", action="append", help="importable package with your own config groups")
     train.add_argument("--silent", action="store_true", help="no console statistics tables")
-    train.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    train.add_argument("--threads", type=int, default=None,
+                       help="torch threads while training (default: the config's torch_threads, 1)")
+    train.add_argument("-cn", "--config-name", help=argparse.SUPPRESS)  # Maze's `-cn conf_train`
     train.set_defaults(func=_train)
 
     run = sub.add_parser("run", help="execute a parameterised notebook with papermill into a run directory",
@@ -274,7 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
     run.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
                      help="a parameter; VALUE is read as YAML (3, 0.001, true, '{algorithm.lr: 0.001}')")
-    run.add_argument("--log-base-dir", default="outputs", help="base of the run directory (default outputs)")
+    run.add_argument("--log-base-dir", default=None,
+                     help="base of the run directory (default: $MAZE_LAB_OUTPUTS, else <project root>/outputs)")
     run.add_argument("--kernel", help="Jupyter kernel name (default: the notebook's)")
     run.set_defaults(func=_run)
 
@@ -286,10 +447,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--jobs", "-j", type=int, default=1, help="runs in parallel worker processes")
     sweep.add_argument("--experiment", help="experiment file (config group 'experiment')")
     sweep.add_argument("--config-module", action="append", help="importable package with your own config groups")
+    sweep.add_argument("-cn", "--config-name", help=argparse.SUPPRESS)  # Maze's `-cn conf_train`
     sweep.set_defaults(func=_sweep)
 
-    runs = sub.add_parser("runs", help="list the run directories under a base directory")
-    runs.add_argument("--base", default="outputs", help="base directory (default outputs)")
+    runs = sub.add_parser("runs", help="list the run directories under a base directory",
+                          description="List runs. Every run goes to one place unless told otherwise: "
+                                      "$MAZE_LAB_OUTPUTS where set, else <project root>/outputs, where the project "
+                                      "root is the nearest directory at or above the working directory with a .git, "
+                                      "pyproject.toml, setup.py, setup.cfg or notebooks/ (else ./outputs).")
+    runs.add_argument("--base", default=None, help="base directory (default: the default location of runs)")
     runs.set_defaults(func=_runs)
 
     rollout = sub.add_parser("rollout", help="roll out a run's trained policy and record its episodes")
@@ -301,24 +467,152 @@ def build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--no-record", action="store_true", help="do not record trajectories")
     rollout.set_defaults(func=_rollout)
 
-    lab = sub.add_parser("lab", help="start JupyterLab on the notebooks")
+    lab = sub.add_parser("lab", help="start JupyterLab on the project; other options go to JupyterLab",
+                         description="Start JupyterLab on the project root (notebooks/ and outputs/), or open a "
+                                     "notebook or run directory. Options not listed here go to JupyterLab unchanged "
+                                     "(--allow-root, --ip=0.0.0.0, --ServerApp.token=...); so does everything after "
+                                     "--.")
+    lab.add_argument("path", nargs="?", help="a notebook or a run directory to open")
     lab.add_argument("--port", type=int, help="port (default: JupyterLab's)")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    lab.add_argument("--notebook-dir", help="directory to serve (default: ./notebooks or maze-lab's notebooks)")
-    lab.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    lab.add_argument("--notebook-dir", help="directory to serve (default: the project root)")
+    lab.add_argument("--print-command", "--dry-run", dest="dry_run", action="store_true",
+                     help="print the command instead of running it")
     lab.set_defaults(func=_lab)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``maze-lab`` command."""
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    jupyter_args: list[str] = []
+    if words and words[0] == "lab":
+        own, jupyter_args = split_lab_args(words[1:])
+        words = ["lab", *own]
+    args = build_parser().parse_args(words)
+    args.jupyter_args = jupyter_args
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
     except _bad_input_types() as err:
         print(f"maze-lab {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+# ---- maze-run: the Maze framework's command lines ---------------------------------------------------------------
+_ROLLOUT_IGNORED = ("env", "wrappers", "model", "critic")
+_ROLLOUT_RUNNER_KEYS = {"runner.n_episodes": "--episodes", "runner.record_trajectory": "--no-record",
+                        "seed": "--seed"}
+
+
+def translate_maze_run(words: list[str]) -> tuple[list[str], list[str]]:
+    """The ``maze-lab`` arguments for a ``maze-run`` command line, and notes on what was left out.
+
+    ``-cn conf_train`` trains (``-m``: a sweep); Maze's default ``conf_rollout`` with ``policy=torch_policy
+    input_dir=RUN`` rolls out a trained run, and without a policy (Maze's random policy) on a Gymnasium env runs the
+    random-policy demo. Anything without an equivalent raises BadInput naming what to use instead.
+    """
+    config_name, multirun, rest = "conf_rollout", False, []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in ("-cn", "--config-name"):
+            if i + 1 >= len(words):
+                raise BadInput(f"{word} needs a config name (conf_train or conf_rollout)")
+            config_name, i = words[i + 1], i + 2
+            continue
+        if word.startswith("--config-name="):
+            config_name = word.split("=", 1)[1]
+        elif word in ("-m", "--multirun"):
+            multirun = True
+        elif word.split("=", 1)[0] in ("-cp", "--config-path", "-cd", "--config-dir"):
+            raise BadInput(f"{word}: maze-lab finds your config groups in an importable package; pass it with "
+                           f"`maze-lab train --config-module my_project.conf`")
+        elif word.startswith("-"):
+            raise BadInput(f"maze-run option {word} has no maze-lab equivalent; see `maze-lab train --help` and "
+                           f"`maze-lab sweep --help`")
+        else:
+            rest.append(word)
+        i += 1
+    if config_name == "conf_train":
+        return ["sweep" if multirun else "train", *rest], []
+    if config_name != "conf_rollout":
+        raise BadInput(f"-cn {config_name}: maze-lab has one root config for training, conf_train (maze-run -cn "
+                       f"conf_train = maze-lab train); add your own config groups with --config-module")
+    if multirun:
+        raise BadInput("maze-run -m with the rollout config has no maze-lab equivalent; run one "
+                       "`maze-lab rollout RUN_DIR` per run")
+    return _translate_rollout(rest)
+
+
+def _translate_rollout(words: list[str]) -> tuple[list[str], list[str]]:
+    values: dict[str, str] = {}
+    for word in words:
+        if "=" not in word:
+            raise BadInput(f"'{word}' must look like key=value (e.g. policy=torch_policy input_dir=outputs/...)")
+        key, value = word.split("=", 1)
+        values[key.lstrip("+")] = value
+    policy, input_dir = values.pop("policy", None), values.pop("input_dir", None)
+    options: list[str] = []
+    for key, flag in _ROLLOUT_RUNNER_KEYS.items():
+        if key in values:
+            value = values.pop(key)
+            if flag == "--no-record":
+                options += [flag] if value.lower() in ("false", "0", "no") else []
+            else:
+                options += [flag, value]
+    if values.pop("runner", "sequential") not in ("sequential", "parallel"):
+        raise BadInput("Maze's rollout runners are sequential and parallel; maze-lab rolls out in this process")
+    if values.get("runner.render", "false").lower() in ("true", "1", "yes"):
+        raise BadInput("maze-lab does not render rollouts live; rollouts are recorded into <run>/trajectories/, view "
+                       "them with maze_lab.widgets.trajectory_viewer.TrajectoryViewer in a notebook")
+    values.pop("runner.render", None)
+    for key in ("runner.n_processes", "runner.max_episode_steps", "runner.record_event_logs"):
+        values.pop(key, None)  # maze-lab's rollout runs in this process; episodes end with the env's own limit
+    if policy in (None, "random_policy"):
+        env, name = values.pop("env", "gym_env"), values.pop("env.name", None)
+        leftover = sorted(k for k in values if k.split(".", 1)[0] not in _ROLLOUT_IGNORED)
+        if env != "gym_env" or name is None or leftover:
+            raise BadInput("without policy=torch_policy, maze-run rolls out a random policy; maze-lab's equivalent "
+                           "is `maze-lab demo --env GYM_ID --episodes N` (Gymnasium envs: env=gym_env env.name=ID), "
+                           "and maze_lab.core.rollout.SequentialRolloutRunner in Python for any env and policy")
+        episodes = options[options.index("--episodes") + 1] if "--episodes" in options else None
+        demo = ["demo", "--env", name, *(["--epochs", "1", "--episodes", episodes] if episodes else [])]
+        return demo, [f"ignored: {k}" for k in sorted(values)]
+    if policy != "torch_policy":
+        raise BadInput(f"policy={policy}: maze-lab rolls out the policy of a trained run with `maze-lab rollout "
+                       f"RUN_DIR` (Maze: policy=torch_policy input_dir=RUN_DIR); heuristic policies roll out with "
+                       f"maze_lab.core.rollout.SequentialRolloutRunner in Python")
+    if not input_dir:
+        raise BadInput("policy=torch_policy needs input_dir=RUN_DIR, the run directory of the training run")
+    unknown = sorted(k for k in values if k.split(".", 1)[0] not in _ROLLOUT_IGNORED)
+    if unknown:
+        raise BadInput(f"maze-run rollout setting(s) {', '.join(unknown)} have no maze-lab equivalent; "
+                       f"`maze-lab rollout --help` lists what a rollout takes")
+    notes = [f"the run's own {', '.join(sorted({k.split('.', 1)[0] for k in values}))} config is used "
+             f"(from {input_dir}/config.yaml)"] if values else []
+    return ["rollout", input_dir, *options], notes
+
+
+def maze_run_main(argv: list[str] | None = None) -> int:
+    """Entry point of ``maze-run``: runs the maze-lab equivalent of a Maze command line, saying which."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not words or words[0] in ("-h", "--help"):
+        print("maze-run: Maze's command line, run by maze-lab.\n"
+              "  maze-run -cn conf_train [overrides]        = maze-lab train [overrides]\n"
+              "  maze-run -cn conf_train -m key=a,b [...]   = maze-lab sweep key=a,b [...]\n"
+              "  maze-run policy=torch_policy input_dir=RUN [runner.n_episodes=N] = maze-lab rollout RUN --episodes N\n"
+              "  maze-run env=gym_env env.name=ID [runner.n_episodes=N]          = maze-lab demo --env ID --episodes N")
+        return 0 if words else EXIT_BAD_INPUT
+    try:
+        translated, notes = translate_maze_run(words)
+    except BadInput as err:
+        print(f"maze-run: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"maze-run: running `maze-lab {shlex.join(translated)}`", file=sys.stderr, flush=True)
+    for note in notes:
+        print(f"maze-run: {note}", file=sys.stderr, flush=True)
+    return main(translated)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import queue
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from maze_lab.cli import main, parse_sweep, split_values
+from maze_lab.cli import main, parse_sweep, running_lab_url, split_lab_args, split_values
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["n_epochs=1", "algorithm.epoch_length=2", "algorithm.n_rollout_steps=16", "runner.concurrency=2",
@@ -24,9 +32,57 @@ def _command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "maze_lab.cli"]
 
 
-def maze_lab(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+def user_env(**extra: str) -> dict[str, str]:
+    """The environment of a user who has not set MAZE_LAB_OUTPUTS (plus ``extra``)."""
+    env = {k: v for k, v in os.environ.items() if k != "MAZE_LAB_OUTPUTS"}
+    return {**env, **extra}
+
+
+def maze_lab(*args: str, cwd: Path, timeout: float = 180, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess:
     """Run the command in a subprocess, as a user would."""
-    return subprocess.run([*_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env if env is not None else user_env())
+
+
+def wait_until(condition, timeout: float):
+    """The first truthy value of ``condition()``, polled until the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+class LineReader:
+    """Reads a process's output lines in a thread, so that a test can wait for a line with a deadline."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, text: str, timeout: float = 120) -> str:
+        """The first line containing ``text``; fails at the deadline or when the output ends."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no line with {text!r} in time; output so far:\n{''.join(self.lines)}"
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            assert line is not None, f"output ended without {text!r}:\n{''.join(self.lines)}"
+            self.lines.append(line)
+            if text in line:
+                return line
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +109,10 @@ def swept(workdir: Path) -> subprocess.CompletedProcess:
 def test_train_writes_a_complete_run_directory(trained: tuple[subprocess.CompletedProcess, Path]) -> None:
     proc, run_dir = trained
     assert run_dir.parent.parent.name == "outputs" and run_dir.is_dir()
+    assert proc.stdout.startswith("maze-lab train: training for 1 epoch of 2 updates\n")
+    summary = json.loads((run_dir / "maze_lab_run.json").read_text())
+    assert proc.stdout.strip().splitlines()[-2] == (f"evaluation reward: final {summary['last_eval_reward']:.4g}, "
+                                                    f"best {summary['best_eval_reward']:.4g} (epoch 1)")
     for name in ("config.yaml", "stats.parquet", "maze_lab_run.json", "checkpoints/state_dict_last.pt",
                  "checkpoints/state_dict_best.pt", "model_graphs/policy_0.svg", "model_graphs/critic_0.svg"):
         assert (run_dir / name).is_file(), name
@@ -69,7 +129,8 @@ def test_train_writes_a_complete_run_directory(trained: tuple[subprocess.Complet
 def test_sweep_runs_a_grid_and_prints_a_comparison(swept: subprocess.CompletedProcess, workdir: Path) -> None:
     lines = swept.stdout.strip().splitlines()
     assert lines[0].startswith("maze-lab sweep: 3 runs over algorithm.lr (3 values), 2 parallel job(s)")
-    header, rows = lines[1], lines[2:]
+    assert lines[1] == "maze-lab sweep: each run: training for 1 epoch of 2 updates"
+    header, rows = lines[2], lines[3:]
     assert header.split()[:3] == ["algorithm.lr", "status", "epoch"]
     assert len(rows) == 3
     assert [float(r.split()[0]) for r in rows] == [0.001, 0.0005, 0.0002]
@@ -92,20 +153,33 @@ def test_runs_lists_the_run_directories(trained: tuple, swept: subprocess.Comple
 
 
 def test_run_executes_a_notebook_into_a_run_directory(tmp_path: Path) -> None:
-    proc = maze_lab("run", str(REPO / "notebooks" / "train.ipynb"), "-p", "n_epochs", "1", "-p", "epoch_length", "2",
+    proc = maze_lab("run", str(REPO / "notebooks" / "train.ipynb"), "-p", "n_epochs", "2", "-p", "epoch_length", "2",
                     "-p", "overrides", "{algorithm.n_rollout_steps: 16, algorithm.eval_repeats: 1}",
                     "--log-base-dir", "runs", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    run_line, nb_line = proc.stdout.strip().splitlines()[-2:]
-    run_dir = Path(run_line.removeprefix("run directory: "))
-    executed = Path(nb_line.removeprefix("executed notebook: "))
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith(f"maze-lab run: executing {REPO / 'notebooks' / 'train.ipynb'} -p n_epochs 2 ")
+    # it ends with what a user wants to know: rewards, where the notebook is, how to open it
+    done, rewards, run_line, nb_line, open_line = lines[-5:]
+    run_dir = tmp_path / run_line.removeprefix("run directory: ")
+    executed = tmp_path / nb_line.removeprefix("executed notebook: ")
     assert run_dir.parent.parent == tmp_path / "runs"
     assert executed == run_dir / "train.ipynb" and executed.is_file()
     assert (run_dir / "stats.parquet").is_file()
+    summary = json.loads((run_dir / "maze_lab_run.json").read_text())
+    assert done.startswith("maze-lab run: train.ipynb done in ")
+    assert done.endswith(f" s: 2 epochs, {summary['env_steps']:,} env steps")
+    assert rewards == (f"evaluation reward: final {summary['last_eval_reward']:.4g}, best "
+                       f"{summary['best_eval_reward']:.4g} (epoch {summary['best_epoch']})")
+    assert open_line.startswith(f"open it in JupyterLab: maze-lab lab {nb_line.removeprefix('executed notebook: ')}")
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.load(run_dir / "config.yaml")
-    assert cfg.n_epochs == 1 and cfg.algorithm.epoch_length == 2 and cfg.algorithm.n_rollout_steps == 16
+    assert cfg.n_epochs == 2 and cfg.algorithm.epoch_length == 2 and cfg.algorithm.n_rollout_steps == 16
+    # the command it names opens that notebook in JupyterLab
+    command = maze_lab("lab", "--print-command", nb_line.removeprefix("executed notebook: "), cwd=tmp_path)
+    assert command.returncode == 0, command.stderr
+    assert command.stdout.split()[-1] == str(executed)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -134,6 +208,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], messag
     (["run", "no_such.ipynb"], "notebook no_such.ipynb does not exist"),
     (["run", str(REPO / "notebooks" / "train.ipynb"), "-p", "epochs", "3"],
      "unknown parameter(s) epochs for train.ipynb; valid parameters: env, algorithm"),
+    (["train", "-cn", "conf_rollout"], "maze-lab rolls out a trained run with `maze-lab rollout RUN_DIR"),
+    (["train", "-cn", "my_conf"], "maze-lab has one root config, conf_train; add your own config groups with "
+                                  "--config-module"),
 ])
 def test_bad_input_messages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
                             args: list[str], message: str) -> None:
@@ -161,11 +238,120 @@ def test_runs_on_an_empty_base(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert capsys.readouterr().out.strip() == f"no runs under {tmp_path}"
 
 
-def test_lab_dry_run_prints_the_command(capsys: pytest.CaptureFixture) -> None:
+def test_lab_dry_run_prints_the_command(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO / "notebooks")
     assert main(["lab", "--dry-run", "--port", "8899", "--no-browser"]) == 0
     out = capsys.readouterr().out.strip()
     assert "-m jupyterlab" in out and "--port=8899" in out and "--no-browser" in out
-    assert f"--notebook-dir={REPO / 'notebooks'}" in out
+    # the project root is served (notebooks/ and outputs/), the notebooks folder is opened
+    assert f"--notebook-dir={REPO} " in out and "--LabApp.default_url=/lab/tree/notebooks" in out
+
+
+def test_lab_passes_jupyter_options_through(tmp_path: Path) -> None:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "a.ipynb").write_text("{}")
+    proc = maze_lab("lab", "--print-command", "--allow-root", "--no-browser", "--port", "9999", "--ip", "0.0.0.0",
+                    "--ServerApp.token=secret", "a.ipynb", "--", "--debug", cwd=tmp_path / "notebooks")
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.split()
+    assert words[words.index("-m") + 1:] == [
+        "jupyterlab", f"--notebook-dir={tmp_path}", str(tmp_path / "notebooks" / "a.ipynb"), "--port=9999",
+        "--no-browser", "--allow-root", "--ip", "0.0.0.0", "--ServerApp.token=secret", "--debug"]
+
+
+def test_lab_argument_splitting() -> None:
+    assert split_lab_args(["--allow-root", "--ip", "0.0.0.0", "--port", "1", "x"]) == (
+        ["--port", "1", "x"], ["--allow-root", "--ip", "0.0.0.0"])
+    assert split_lab_args(["--allow-root", "notebooks", "--no-browser"]) == (
+        ["notebooks", "--no-browser"], ["--allow-root"])
+    assert split_lab_args(["--print-command", "--", "--port", "3"]) == (["--print-command"], ["--port", "3"])
+
+
+def test_lab_refuses_a_path_that_does_not_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["lab", "--print-command", "nope.ipynb"]) == 2
+    assert "nope.ipynb is neither a notebook nor a directory" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jupyterlab") is None, reason="needs JupyterLab")
+def test_lab_starts_with_jupyter_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """JupyterLab refuses to run as root without --allow-root: passed through, the server starts."""
+    (tmp_path / "notebooks").mkdir()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([*_command(), "lab", "--no-browser", "--port", str(port), "--allow-root",
+                             "--ip=127.0.0.1", "--ServerApp.token=maze-lab-test"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=user_env(JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime")))
+    try:
+        line = LineReader(proc.stdout).wait_for(f"127.0.0.1:{port}/lab/tree/notebooks")
+        assert "http://" in line
+        # `maze-lab run` names the URL of a running JupyterLab that serves the executed notebook
+        monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+        notebook = tmp_path / "outputs" / "x" / "train.ipynb"
+        # the server writes its info file just after logging its URL
+        url = wait_until(lambda: running_lab_url(notebook), timeout=60)
+        assert url == f"http://127.0.0.1:{port}/lab/tree/outputs/x/train.ipynb"
+        assert running_lab_url(Path("/elsewhere/train.ipynb")) is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_train_without_n_epochs_says_how_long_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    proc = subprocess.Popen([*_command(), "train", "algorithm.epoch_length=1", "algorithm.n_rollout_steps=8",
+                             "algorithm.eval_repeats=1", "algorithm.patience=0"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=user_env())
+    try:
+        out = LineReader(proc.stdout)
+        first = out.wait_for("maze-lab train: ")
+        assert first.strip() == ("maze-lab train: no n_epochs given and algorithm.patience=0: training until you "
+                                 "stop it with Ctrl-C (the last checkpoint stays); set n_epochs=N to end by itself")
+        run_dir = Path(out.wait_for("maze-lab train: run directory ").split("run directory ", 1)[1].strip())
+        out.wait_for("ActorCriticEvents")  # the console table of the first epoch: training is under way
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "maze-lab train: interrupted; run directory: " in proc.stderr.read()
+    assert json.loads((run_dir / "maze_lab_run.json").read_text())["status"] == "interrupted"
+
+
+def test_early_stopping_is_announced() -> None:
+    from maze_lab.run.config import compose_config, training_plan
+
+    plan = training_plan(compose_config())
+    assert plan.startswith("no n_epochs given: training until early stopping, after 15 epochs in a row without a "
+                           "better evaluation reward (algorithm.patience), in epochs of 25 updates; stop with Ctrl-C")
+    assert training_plan(compose_config(overrides={"n_epochs": 20})) == (
+        "training for 20 epochs of 25 updates, or less where 15 epochs in a row bring no better evaluation reward "
+        "(algorithm.patience)")
+    assert training_plan(compose_config(experiment="cartpole_ppo")) == "training for 20 epochs of 10 updates"
+
+
+# ---- configuration errors come before torch and matplotlib --------------------------------------------------------
+@pytest.mark.parametrize("args, message", [
+    (["train", "algorithm=sac"], "unknown option 'sac' for config group 'algorithm'"),
+    (["train", "algorithm.lr=fast"], "override 'algorithm.lr': expected a value of type float"),
+    (["train", "algorithm.epoch_length=0"], "epoch_length must be >= 1, got 0"),
+    (["train", "algorithm.gamma=2"], "gamma must be in [0, 1], got 2.0"),
+    (["train", "runner.vector_env=threads"], "runner.vector_env must be 'sequential' (runner=dev) or 'subprocess'"),
+    (["train", "env=cutting2d_flat", "runner.concurrency=0"], "runner.concurrency must be >= 1, got 0"),
+    (["train", "input_dir=."], "is not a maze-lab run directory"),
+    (["sweep", "algorithm.lr=0.1,0.2", "algorithm.n_rollout_steps=0"], "n_rollout_steps must be >= 1"),
+])
+def test_config_errors_come_before_the_heavy_imports(tmp_path: Path, args: list[str], message: str) -> None:
+    code = ("import sys\nfrom maze_lab.cli import main\ncode = main(sys.argv[1:])\n"
+            "print(sorted(m for m in ('torch', 'matplotlib', 'tensorboard') if m in sys.modules))\nsys.exit(code)")
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env=user_env())
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1
+    assert proc.stdout.strip() == "[]"  # the config was checked before torch or matplotlib were imported
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_sweep_value_parsing() -> None:

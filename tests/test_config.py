@@ -107,3 +107,83 @@ def test_cli_override_parsing():
     assert overrides == {"algorithm.lr": 0.001, "env.name": "Pendulum-v1", "model.policy.networks": [1, 2]}
     with pytest.raises(ConfigurationError, match="must look like key=value"):
         parse_cli_overrides(["algorithm"])
+
+
+# ---- every field of the algorithm config is a key ----------------------------------------------------------------
+@pytest.mark.parametrize("algorithm", ["ppo", "a2c"])
+def test_every_algorithm_field_is_an_override_key(algorithm: str) -> None:
+    import dataclasses
+
+    from maze_lab.run.config import algorithm_config_class, build_algorithm_config
+
+    cfg = compose_config({"algorithm": algorithm})
+    cls = algorithm_config_class(cfg.algorithm._target_)
+    for field in dataclasses.fields(cls):
+        default = field.default_factory() if field.default is dataclasses.MISSING else field.default
+        if isinstance(default, bool):
+            value = not default
+        elif isinstance(default, int):
+            value = default + 1
+        elif isinstance(default, float):
+            value = default / 2 if default else 0.5
+        else:
+            value = 11 if field.name == "seed" else default
+        composed = compose_config({"algorithm": algorithm}, {f"algorithm.{field.name}": value})
+        assert getattr(build_algorithm_config(composed), field.name) == value, field.name
+
+
+def test_algorithm_fields_missing_from_the_yaml_are_checked() -> None:
+    from maze_lab.run.config import build_algorithm_config
+
+    cfg = compose_config(overrides={"algorithm.normalize_advantages": False, "algorithm.seed": 5})
+    built = build_algorithm_config(cfg)
+    assert built.normalize_advantages is False and built.seed == 5
+    with pytest.raises(ConfigurationError, match="override 'algorithm.seed': expected a value of type int or None, "
+                                                 "got str 'x'"):
+        compose_config(overrides={"algorithm.seed": "x"})
+    with pytest.raises(ConfigurationError, match="valid keys in 'algorithm': .*normalize_advantages.*seed"):
+        compose_config(overrides={"algorithm.normalise_advantages": True})
+    with pytest.raises(ConfigurationError, match="algorithm.rollout_evaluator is built by the run"):
+        build_algorithm_config(compose_config(overrides={"algorithm.rollout_evaluator": {"_target_": "x"}}))
+
+
+def test_light_algorithm_config_names_are_the_trainers_classes() -> None:
+    from maze_lab.core.utils.factory import locate
+    from maze_lab.run.config import _LIGHT_ALGORITHM_CONFIGS
+
+    for name, light in _LIGHT_ALGORITHM_CONFIGS.items():
+        assert locate(name) is locate(light)
+
+
+def test_root_algorithm_seed_and_n_epochs_reach_the_algorithm_config() -> None:
+    from maze_lab.run.config import build_algorithm_config
+
+    built = build_algorithm_config(compose_config(overrides={"seed": 9, "n_epochs": 4}))
+    assert built.seed == 9 and built.n_epochs == 4
+    assert build_algorithm_config(compose_config(overrides={"seed": 9, "algorithm.seed": 3})).seed == 3
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"algorithm.epoch_length": 0}, "algorithm config: PPOAlgorithmConfig: epoch_length must be >= 1, got 0"),
+    ({"runner.vector_env": "threads"}, "runner.vector_env must be 'sequential' (runner=dev) or 'subprocess'"),
+    ({"runner.eval_concurrency": 0}, "runner.eval_concurrency must be >= 1, got 0"),
+    ({"n_epochs": -1}, "n_epochs must be >= 0"),
+    ({"torch_threads": 0}, "torch_threads must be >= 1, or null for torch's default"),
+])
+def test_validate_config_names_what_is_wrong(overrides: dict, message: str) -> None:
+    from maze_lab.run.config import validate_config
+
+    with pytest.raises(ConfigurationError) as info:
+        validate_config(compose_config(overrides=overrides))
+    assert message in str(info.value)
+
+
+def test_composing_imports_neither_torch_nor_matplotlib() -> None:
+    import subprocess
+
+    code = ("import sys\nfrom maze_lab.run.config import compose_config, validate_config\n"
+            "validate_config(compose_config({'env': 'cutting2d_struct_masked'}, experiment='cutting2d_masked_ppo'))\n"
+            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -87,3 +87,68 @@ def test_unknown_parameter_names_the_valid_ones(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         run_notebook(tmp_path / "missing.ipynb", {}, log_base_dir=tmp_path)
     assert not any(tmp_path.iterdir())  # refused before any run directory was made
+
+
+# ---- the notebook's first cells in a real kernel: parameters, composition, and nothing heavy before a config error --
+def run_compose_cells(params: dict, probe: str, cwd: Path, env: dict[str, str] | None = None) -> list[str]:
+    """Execute train.ipynb up to its compose cell (with ``params`` injected as papermill does) and a ``probe`` cell
+    in a real kernel started in ``cwd``; returns the text each code cell printed or raised."""
+    import os
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cells.append(cell)
+        if "parameters" in cell.metadata.get("tags", []):
+            cells.append(nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in params.items())))
+        if "rc = RunContext(" in cell.source:
+            break
+    cells.append(nbformat.v4.new_code_cell(probe))
+    nb.cells = cells
+    kernel_env = {**{k: v for k, v in os.environ.items() if k != "MAZE_LAB_OUTPUTS"}, **(env or {})}
+    NotebookClient(nb, timeout=300, allow_errors=True, resources={"metadata": {"path": str(cwd)}}).execute(
+        env=kernel_env)
+    texts = []
+    for cell in nb.cells:
+        parts = [o.get("text", "") for o in cell.outputs if o.output_type == "stream"]
+        parts += [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
+        texts.append("".join(parts))
+    return texts
+
+
+PROBE = ("import json, sys\nprint(json.dumps({'heavy': sorted(m for m in ('torch', 'matplotlib') if m in sys.modules),"
+         " 'config': OmegaConf.to_container(rc.config) if 'rc' in globals() else None}))")
+
+
+def test_an_experiment_keeps_its_own_length_of_training(tmp_path: Path) -> None:
+    out = run_compose_cells({"experiment": "cutting2d_masked_ppo"}, PROBE, tmp_path)
+    cfg = json.loads(out[-1])["config"]
+    assert cfg["algorithm"]["epoch_length"] == 1 and cfg["algorithm"]["n_epochs"] == 20  # the experiment's own
+    assert cfg["n_epochs"] is None
+    assert "training for 20 epochs of 1 update" in out[-2]
+    out = run_compose_cells({"experiment": "cutting2d_masked_ppo", "n_epochs": 2, "epoch_length": 3}, PROBE, tmp_path)
+    cfg = json.loads(out[-1])["config"]
+    assert cfg["algorithm"]["epoch_length"] == 3 and cfg["n_epochs"] == 2  # numbers given win
+    out = run_compose_cells({}, PROBE, tmp_path)
+    cfg = json.loads(out[-1])["config"]
+    assert cfg["algorithm"]["epoch_length"] == 10 and cfg["n_epochs"] == 3  # the tutorial's short defaults
+
+
+def test_a_config_error_in_the_notebook_comes_before_torch(tmp_path: Path) -> None:
+    out = run_compose_cells({"algorithm": "sac"}, PROBE, tmp_path)
+    assert "ConfigurationError: unknown option 'sac' for config group 'algorithm'" in out[-2]
+    assert json.loads(out[-1]) == {"heavy": [], "config": None}
+
+
+def test_a_kernel_in_notebooks_writes_runs_where_the_cli_does(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "notebooks").mkdir(parents=True)
+    out = run_compose_cells({}, PROBE, project / "notebooks")
+    assert json.loads(out[-1])["config"]["log_base_dir"] == str(project / "outputs")
+    out = run_compose_cells({}, PROBE, project / "notebooks", env={"MAZE_LAB_OUTPUTS": str(tmp_path / "shared")})
+    assert json.loads(out[-1])["config"]["log_base_dir"] == str(tmp_path / "shared")

@@ -182,3 +182,69 @@ def test_grid_over_config_groups_shows_the_option_names(tmp_path: Path) -> None:
                                                                              "A2CAlgorithmConfig"]
     table = rc.train()
     assert list(table.algorithm) == ["ppo", "a2c"]
+
+
+# ---- torch threads of blocking training -------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, overrides, expected", [
+    ({}, {}, 1),                                # the config's torch_threads: 1, as for train_async
+    ({}, {"torch_threads": 2}, 2),              # configurable
+    ({"torch_threads": None}, {}, 3),           # None keeps the thread count the caller has
+])
+def test_blocking_train_uses_the_thread_policy_and_puts_it_back(tmp_path: Path, kwargs: dict, overrides: dict,
+                                                                expected: int) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        rc = RunContext(overrides=tiny(tmp_path, n_epochs=1, **overrides), silent=True)
+        seen: list[int] = []
+        rc.trainer.callbacks.append(lambda trainer, stats: seen.append(torch.get_num_threads()))
+        rc.train(**kwargs)
+        rc.close()
+        assert seen == [expected]
+        assert torch.get_num_threads() == 3  # the caller's setting is back
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_train_async_defaults_to_the_config_thread_count(tmp_path: Path) -> None:
+    rc = RunContext(overrides=tiny(tmp_path, n_epochs=1, torch_threads=2), silent=True)
+    handle = rc.train_async()
+    assert handle.torch_threads == 2
+    handle.wait(timeout=300)
+    rc.close()
+
+
+# ---- one default location of runs ---------------------------------------------------------------------------------
+def test_runs_go_to_the_project_root_from_any_subdirectory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from maze_lab.run.run_dir import default_outputs_dir, project_root
+
+    monkeypatch.delenv("MAZE_LAB_OUTPUTS", raising=False)
+    project = tmp_path / "project"
+    (project / "notebooks" / "drafts").mkdir(parents=True)
+    assert project_root(project / "notebooks" / "drafts") == project  # a notebooks/ folder marks the root
+    assert default_outputs_dir(project / "notebooks") == project / "outputs"
+    (project / "pyproject.toml").write_text("")
+    (project / "src").mkdir()
+    assert default_outputs_dir(project / "src") == project / "outputs"
+    monkeypatch.chdir(project / "notebooks")
+    rc = RunContext(overrides=TINY, silent=True)
+    assert rc.config.log_base_dir == str(project / "outputs")
+    assert rc.run_dir.parent.parent == project / "outputs"
+    assert list_runs().run_dir.tolist() == [str(rc.run_dir)]  # list_runs() looks in the same place
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    assert default_outputs_dir(lonely) == lonely / "outputs"  # no project: the working directory
+
+
+def test_maze_lab_outputs_names_the_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from maze_lab.run.run_dir import default_outputs_dir
+
+    monkeypatch.setenv("MAZE_LAB_OUTPUTS", str(tmp_path / "all_runs"))
+    assert default_outputs_dir() == tmp_path / "all_runs"
+    assert RunContext(silent=True).config.log_base_dir == str(tmp_path / "all_runs")
+    assert RunContext(overrides={"log_base_dir": "elsewhere"}, silent=True).config.log_base_dir == "elsewhere"
+    monkeypatch.setenv("MAZE_LAB_OUTPUTS", "relative_runs")
+    monkeypatch.chdir(tmp_path)
+    assert default_outputs_dir() == tmp_path / "relative_runs"

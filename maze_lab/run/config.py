@@ -3,13 +3,25 @@
 Config groups live in ``maze_lab/conf`` (and the example's ``maze_lab/examples/cutting2d/conf``); user config
 packages are added to the search path with ``config_module="my_project.conf"``. Group selections go through
 Hydra; value overrides are applied afterwards with checks, so that an unknown key lists the valid keys and a
-value of the wrong type names the key and the expected type.
+value of the wrong type names the key and the expected type. Every field of the algorithm's config class is a valid
+``algorithm.*`` key, also where the YAML file does not list it.
+
+Nothing here imports torch or matplotlib: a configuration is composed and checked (:func:`validate_config`) in about
+a second, before the heavy parts of a run are imported.
+
+Maze's names are understood: ``model=vector_obs`` and ``critic=template_state`` are config files, the names of Maze's
+tutorial envs and wrapper stacks are aliases (:data:`MAZE_ALIASES`), and Maze names without an equivalent fail with a
+message naming what to use instead (:data:`MAZE_HINTS`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.util
 import threading
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,20 +29,63 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from maze_lab.core.utils.factory import ConfigurationError
+from maze_lab.core.utils.factory import ConfigurationError, locate
+from maze_lab.run.run_dir import default_outputs_dir
 
 GROUPS = ("env", "wrappers", "model", "critic", "algorithm", "runner")
 """The config groups a training run is composed of (plus ``experiment`` files)."""
 
+DEFAULT_CRITIC = "shared"
+"""The root config's critic option; template models keep their own critic instead (see :func:`compose_config`)."""
+
 _HYDRA_LOCK = threading.Lock()  # Hydra's global state is not thread-safe
+
+# ``log_base_dir: ${maze_lab_outputs:}`` in conf_train.yaml: the one default location of runs (run_dir.py says how
+# it is found); resolved when a config is composed, so that config.yaml records the absolute path
+OmegaConf.register_new_resolver("maze_lab_outputs", lambda: str(default_outputs_dir()), replace=True)
+
+MAZE_ALIASES: dict[str, dict[str, str]] = {
+    "env": {"tutorial_cutting_2d_flat": "cutting2d_flat", "tutorial_cutting_2d_struct": "cutting2d_struct",
+            "tutorial_cutting_2d_struct_masked": "cutting2d_struct_masked"},
+    "model": {"tutorial_cutting_2d_flat": "cutting2d_flat", "tutorial_cutting_2d_struct": "cutting2d_struct",
+              "tutorial_cutting_2d_struct_masked": "cutting2d_struct_masked"},
+    "wrappers": {"vector_obs": "observation_normalization", "tutorial_cutting_2d": "cutting2d"},
+}
+"""Maze's option names that mean the same here: group -> Maze name -> maze-lab option."""
+
+_ROLLOUT_HINT = ("maze-lab rolls out the policy of a trained run with `maze-lab rollout RUN_DIR --episodes N` "
+                 "(Python: load_run(RUN_DIR).rollout(N)); heuristic and random policies roll out with "
+                 "maze_lab.core.rollout.SequentialRolloutRunner")
+MAZE_HINTS: dict[str, dict[str, str]] = {
+    "runner": {name: f"'{name}' is one of Maze's rollout runners; maze-lab trains with runner=dev (envs in this "
+                     f"process) or runner=local (one process per env); {_ROLLOUT_HINT}"
+               for name in ("sequential", "parallel")},
+    "algorithm": {**{name: f"Maze's '{name}' trainer is not available in maze-lab yet"
+                     for name in ("impala", "sac", "sacfd", "es")},
+                  "bc": "behavioural cloning is not available from configs yet; use "
+                        "maze_lab.train.trainers.bc.BC in Python"},
+    "critic": {"template_state_action": "state-action critics belong to SAC, which maze-lab does not have yet"},
+    "env": {"tutorial_cutting_2d_basic": "maze-lab's finished Cutting-2D env is 'cutting2d_flat'",
+            "tutorial_cutting_2d_events": "maze-lab's finished Cutting-2D env is 'cutting2d_flat'"},
+}
+"""Maze's option names without an equivalent here: group -> Maze name -> what to use instead."""
+
+MAZE_KEY_HINTS: dict[str, str] = {
+    "policy": f"'policy' is a group of Maze's rollout config (conf_rollout), not of training; {_ROLLOUT_HINT}",
+    "hydra": "maze-lab composes configs with Hydra but does not run Hydra's app: runs go to "
+             "<log_base_dir>/<experiment>/<timestamp> (set log_base_dir=DIR or $MAZE_LAB_OUTPUTS), and grids run "
+             "with `maze-lab sweep key=a,b,c --jobs N`",
+}
+"""Root keys of Maze command lines that maze-lab does not have, with what to do instead."""
 
 
 def builtin_config_dirs() -> list[Path]:
-    """maze-lab's own config directories (the package's and the Cutting-2D example's)."""
-    import maze_lab
-    from maze_lab.examples import cutting2d
-
-    return [Path(maze_lab.__file__).parent / "conf", Path(cutting2d.__file__).parent / "conf"]
+    """maze-lab's own config directories (the package's and the Cutting-2D example's), found without importing
+    the example (which would import matplotlib)."""
+    spec = importlib.util.find_spec("maze_lab.examples.cutting2d")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    dirs = [Path(__file__).resolve().parents[1] / "conf"]
+    return dirs + [Path(loc) / "conf" for loc in locations[:1]]
 
 
 def module_config_dir(module: str) -> Path:
@@ -61,13 +116,22 @@ def available_options(config_modules: Iterable[str] = ()) -> dict[str, list[str]
     return {g: sorted(v) for g, v in options.items()}
 
 
-def _check_option(group: str, name: str, options: dict[str, list[str]]) -> None:
+def _check_option(group: str, name: str, options: dict[str, list[str]]) -> str:
+    """The option to use for ``group=name`` (Maze's names mapped to maze-lab's); unknown ones are refused."""
     if group not in options:
-        raise ConfigurationError(f"unknown config group '{group}'; valid groups: {', '.join(options)}")
-    if name not in options[group]:
-        raise ConfigurationError(
-            f"unknown option '{name}' for config group '{group}'; valid options: {', '.join(options[group])}"
-        )
+        hint = MAZE_KEY_HINTS.get(group)
+        raise ConfigurationError(f"unknown config group '{group}'; valid groups: {', '.join(options)}"
+                                 + (f" ({hint})" if hint else ""))
+    if name in options[group]:
+        return name
+    alias = MAZE_ALIASES.get(group, {}).get(name)
+    if alias is not None and alias in options[group]:
+        return alias
+    hint = MAZE_HINTS.get(group, {}).get(name)
+    raise ConfigurationError(
+        f"unknown option '{name}' for config group '{group}'; valid options: {', '.join(options[group])}"
+        + (f" ({hint})" if hint else "")
+    )
 
 
 def parse_override_value(text: str) -> Any:
@@ -131,11 +195,17 @@ def apply_override(cfg: DictConfig, key: str, value: Any) -> None:
     if not isinstance(node, DictConfig):
         raise ConfigurationError(f"cannot set '{key}': '{'.'.join(parts[:-1])}' is not a mapping")
     if last not in node:
-        # free-form mappings (wrapper parameters, env kwargs) may gain keys; typed sections may not
+        # free-form mappings (wrapper parameters, env kwargs) may gain keys; typed sections may not, except that
+        # every field of the algorithm's config class is a key of the algorithm section
         if _typed_section(parts):
+            hints = algorithm_fields(cfg.algorithm) if parts[:-1] == ["algorithm"] else {}
+            if last in hints:
+                node[last] = _check_hint(key, hints[last], value)
+                return
             where = f"'{'.'.join(parts[:-1])}'" if len(parts) > 1 else "the root config"
-            raise ConfigurationError(f"unknown config key '{key}'; valid keys in {where}: "
-                                     f"{', '.join(sorted(map(str, node.keys())))}")
+            valid = sorted({*map(str, node.keys()), *hints}) if parts[:-1] == ["algorithm"] else \
+                sorted(map(str, node.keys()))
+            raise ConfigurationError(f"unknown config key '{key}'; valid keys in {where}: {', '.join(valid)}")
         node[last] = value
         return
     node[last] = _check_type(key, OmegaConf.to_container(node[last]) if isinstance(node[last], DictConfig | ListConfig)
@@ -147,6 +217,147 @@ def _typed_section(parts: list[str]) -> bool:
     return len(parts) == 1 or parts[0] in ("algorithm", "runner")
 
 
+# The trainer modules import torch; their config classes live in a module that does not, so that a configuration
+# is checked before torch is imported. tests/test_config.py checks that both names are the same class.
+_LIGHT_ALGORITHM_CONFIGS = {
+    "maze_lab.train.trainers.ppo.PPOAlgorithmConfig": "maze_lab.train.trainers.common.config.PPOAlgorithmConfig",
+    "maze_lab.train.trainers.a2c.A2CAlgorithmConfig": "maze_lab.train.trainers.common.config.A2CAlgorithmConfig",
+}
+
+
+def algorithm_config_class(target: str) -> type:
+    """The algorithm config class named by an algorithm section's ``_target_`` (maze-lab's own without torch)."""
+    cls = locate(_LIGHT_ALGORITHM_CONFIGS.get(target, target))
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise ConfigurationError(f"algorithm._target_ '{target}' is not an algorithm config class (a dataclass such "
+                                 f"as maze_lab.train.trainers.ppo.PPOAlgorithmConfig)")
+    return cls
+
+
+def algorithm_fields(section: Any) -> dict[str, Any]:
+    """Field name -> type hint of the algorithm config class of an algorithm section (empty without one)."""
+    target = section.get("_target_") if isinstance(section, DictConfig | Mapping) else None
+    if not isinstance(target, str):
+        return {}
+    cls = algorithm_config_class(target)
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(cls)}
+
+
+def _hint_name(hint: Any) -> str:
+    if hint is type(None):
+        return "None"
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return " or ".join(_hint_name(h) for h in typing.get_args(hint))
+    origin = typing.get_origin(hint)
+    return getattr(origin or hint, "__name__", str(hint))
+
+
+def _check_hint(key: str, hint: Any, value: Any) -> Any:
+    """Return ``value`` (converted where lossless) if it fits the type hint, else raise naming the expected type."""
+    if hint is Any:
+        return value
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        for member in typing.get_args(hint):
+            try:
+                return _check_hint(key, member, value)
+            except ConfigurationError:
+                continue
+    elif hint is type(None):
+        if value is None:
+            return value
+    elif hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    else:
+        origin = typing.get_origin(hint) or hint
+        if origin in (dict, Mapping) and isinstance(value, Mapping):
+            return value
+        if origin in (list, tuple) and isinstance(value, list | tuple):
+            return value
+        if isinstance(origin, type) and (isinstance(value, origin) or isinstance(value, Mapping)):
+            return value  # e.g. a Schedule given as its config dict
+    raise ConfigurationError(f"override '{key}': expected a value of type {_hint_name(hint)}, got "
+                             f"{_type_name(value)} {value!r}")
+
+
+def algorithm_params(cfg: DictConfig) -> tuple[type, dict[str, Any]]:
+    """The algorithm config class and its parameters as a run uses them (root ``n_epochs`` and ``seed`` applied)."""
+    params = OmegaConf.to_container(cfg.algorithm)
+    target = params.pop("_target_", None)
+    if target is None:
+        raise ConfigurationError("the algorithm config needs a '_target_' naming its config class "
+                                 "(maze_lab.train.trainers.ppo.PPOAlgorithmConfig or ...a2c.A2CAlgorithmConfig)")
+    cls = algorithm_config_class(target)
+    if cfg.get("n_epochs") is not None:
+        params["n_epochs"] = int(cfg.n_epochs)
+    if params.get("seed") is None:
+        params["seed"] = int(cfg.seed)
+    return cls, params
+
+
+def build_algorithm_config(cfg: DictConfig) -> Any:
+    """The algorithm config object of a composed configuration; invalid values raise ConfigurationError."""
+    cls, params = algorithm_params(cfg)
+    if params.get("rollout_evaluator") is not None:
+        raise ConfigurationError("algorithm.rollout_evaluator is built by the run from runner.eval_concurrency, "
+                                 "algorithm.eval_repeats and algorithm.deterministic_eval; set those instead")
+    try:
+        return cls.from_dict(params)
+    except (TypeError, ValueError) as err:
+        raise ConfigurationError(f"algorithm config: {err}") from err
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Check a composed configuration as far as can be done without building envs or importing torch."""
+    build_algorithm_config(cfg)
+    runner = cfg.runner
+    if runner.get("vector_env") not in ("sequential", "subprocess"):
+        raise ConfigurationError(f"runner.vector_env must be 'sequential' (runner=dev) or 'subprocess' (runner=local), "
+                                 f"got {runner.get('vector_env')!r}")
+    for key in ("concurrency", "eval_concurrency"):
+        if int(runner.get(key, 1)) < 1:
+            raise ConfigurationError(f"runner.{key} must be >= 1, got {runner.get(key)}")
+    if cfg.get("n_epochs") is not None and int(cfg.n_epochs) < 0:
+        raise ConfigurationError(f"n_epochs must be >= 0 (0 or null: until early stopping), got {cfg.n_epochs}")
+    threads = cfg.get("torch_threads")
+    if threads is not None and int(threads) < 1:
+        raise ConfigurationError(f"torch_threads must be >= 1, or null for torch's default, got {threads}")
+
+
+def training_plan(cfg: DictConfig, n_epochs: int | None = None) -> str:
+    """One line on how long a run of ``cfg`` trains: a number of epochs, or until early stopping or Ctrl-C.
+
+    :param n_epochs: epochs asked for by ``train(n_epochs)``; None: the configured ones.
+    """
+    algorithm = build_algorithm_config(cfg)
+    epochs = int(n_epochs) if n_epochs is not None else int(algorithm.n_epochs)
+    patience, length = int(algorithm.patience), int(algorithm.epoch_length)
+    updates = f"{length} update{'s' if length != 1 else ''}"
+    if epochs > 0:
+        plan = f"training for {epochs} epoch{'s' if epochs != 1 else ''} of {updates}"
+        if 0 < patience < epochs:
+            plan += f", or less where {patience} epochs in a row bring no better evaluation reward (algorithm.patience)"
+        return plan
+    if patience > 0:
+        return (f"no n_epochs given: training until early stopping, after {patience} epochs in a row without a better "
+                f"evaluation reward (algorithm.patience), in epochs of {updates}; stop with Ctrl-C (the last "
+                f"checkpoint stays), or set n_epochs=N")
+    return ("no n_epochs given and algorithm.patience=0: training until you stop it with Ctrl-C (the last checkpoint "
+            "stays); set n_epochs=N to end by itself")
+
+
 def compose_config(components: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None,
                    experiment: str | None = None, config_modules: Iterable[str] = (),
                    config_name: str = "conf_train") -> DictConfig:
@@ -156,9 +367,10 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
     :param overrides: dotted key -> value (a group name with a str value selects an option).
     :param experiment: an experiment file (group ``experiment``) applied on top.
     :param config_modules: importable packages with further config groups (searched first).
-    """
-    from hydra import compose, initialize_config_dir
 
+    A template model (``TemplateModelComposer``) builds its critic networks itself: unless a critic option is chosen
+    (here or by the experiment file), it keeps the critic of its model file instead of the default ``shared`` one.
+    """
     config_modules = list(config_modules)
     options = available_options(config_modules)
     components = dict(components or {})
@@ -172,18 +384,22 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
         if value is None:
             continue
         if group not in GROUPS:
-            raise ConfigurationError(f"unknown config group '{group}'; valid groups: {', '.join(GROUPS)}")
+            hint = MAZE_KEY_HINTS.get(group)
+            raise ConfigurationError(f"unknown config group '{group}'; valid groups: {', '.join(GROUPS)}"
+                                     + (f" ({hint})" if hint else ""))
         if isinstance(value, str):
-            _check_option(group, value, options)
-            hydra_overrides.append(f"{group}={value}")
+            hydra_overrides.append(f"{group}={_check_option(group, value, options)}")
         elif isinstance(value, Mapping | DictConfig):
             dict_components[group] = value
         else:
             raise ConfigurationError(f"component '{group}' must be an option name or a config dict here, got "
                                      f"{type(value).__name__}")
     if experiment:
-        _check_option("experiment", experiment, options)
-        hydra_overrides.append(f"+experiment={experiment}")
+        hydra_overrides.append(f"+experiment={_check_option('experiment', experiment, options)}")
+    for key in overrides:
+        hint = MAZE_KEY_HINTS.get(key.replace("/", ".").split(".", 1)[0])
+        if hint is not None:
+            raise ConfigurationError(f"unknown config key '{key}': {hint}")
     dirs = config_dirs(config_modules)
     primary = next((d for d in dirs if (d / f"{config_name}.yaml").exists()), None)
     if primary is None:
@@ -191,10 +407,12 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
     others = [d for d in dirs if d != primary]
     if others:
         hydra_overrides.append("hydra.searchpath=[" + ",".join(f"file://{d}" for d in others) + "]")
-    with _HYDRA_LOCK, initialize_config_dir(config_dir=str(primary), version_base=None):
-        cfg = compose(config_name=config_name, overrides=hydra_overrides)
-    OmegaConf.set_struct(cfg, False)
-    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    cfg, choices = _hydra_compose(primary, config_name, hydra_overrides)
+    if (components.get("critic") is None and choices.get("critic") == DEFAULT_CRITIC
+            and str(OmegaConf.select(cfg, "model._target_", default="")).endswith("TemplateModelComposer")):
+        cfg, _ = _hydra_compose(primary, config_name, [*hydra_overrides, "critic=none"])
+        if not cfg.model.get("critic"):
+            cfg.model.critic = {"_target_": "maze_lab.perception.models.critics.SharedStateCriticComposer"}
     for group, value in dict_components.items():
         plain = OmegaConf.to_container(value) if isinstance(value, DictConfig) else dict(value)
         if group == "critic":
@@ -205,6 +423,19 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
         apply_override(cfg, key, value)
     OmegaConf.resolve(cfg)
     return cfg
+
+
+def _hydra_compose(config_dir: Path, config_name: str, overrides: list[str]) -> tuple[DictConfig, dict[str, Any]]:
+    """Compose with Hydra; returns a plain (unresolved, not struct) config and the option chosen per group."""
+    from hydra import compose, initialize_config_dir
+
+    with _HYDRA_LOCK, initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    OmegaConf.set_struct(cfg, False)
+    plain = OmegaConf.to_container(cfg, resolve=False)
+    plain.pop("hydra", None)
+    return OmegaConf.create(plain), choices
 
 
 def parse_cli_overrides(args: Iterable[str]) -> tuple[dict[str, str], dict[str, Any]]:

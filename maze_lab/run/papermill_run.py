@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from maze_lab.core.utils.factory import ConfigurationError
-from maze_lab.run.run_dir import RunDirectory, new_run_dir
+from maze_lab.run.run_dir import RunDirectory, default_outputs_dir, new_run_dir
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -45,13 +45,14 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
 
 
 def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = None,
-                 log_base_dir: str | Path = "outputs", kernel_name: str | None = None) -> tuple[Path, Path]:
+                 log_base_dir: str | Path | None = None, kernel_name: str | None = None) -> tuple[Path, Path]:
     """Execute ``notebook`` with papermill into a new run directory; returns ``(run_dir, executed_notebook)``.
 
     :param notebook: a notebook with a cell tagged ``parameters``.
     :param parameters: values for the parameters cell (names must be declared there); ``run_dir`` is set here.
     :param log_base_dir: base of the run directory ``<log_base_dir>/<experiment or "notebook">/<timestamp>``;
-        a ``log_base_dir`` in ``parameters`` takes precedence.
+        a ``log_base_dir`` in ``parameters`` takes precedence; default: the default location of runs
+        (``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``, see ``maze_lab.run.run_dir``).
     :param kernel_name: the Jupyter kernel (default: the one named in the notebook's metadata).
     :raises NotebookRunError: a cell raised (the message carries the cell's traceback).
     :raises ConfigurationError: a parameter the notebook does not declare.
@@ -74,7 +75,7 @@ def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = No
     if params.get("run_dir"):
         raise ConfigurationError("'run_dir' is chosen by run_notebook (a new directory under log_base_dir); "
                                  "pass log_base_dir instead")
-    base = Path(params.get("log_base_dir") or log_base_dir)
+    base = Path(params.get("log_base_dir") or log_base_dir or default_outputs_dir())
     if "log_base_dir" in declared:
         params["log_base_dir"] = str(base)
     run_dir = new_run_dir(base, str(params.get("experiment") or "notebook")).resolve()

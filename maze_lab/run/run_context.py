@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError, Factory
-from maze_lab.run.config import GROUPS, compose_config
+from maze_lab.run.config import GROUPS, build_algorithm_config, compose_config, training_plan, validate_config
 from maze_lab.run.run_dir import RunDirectory, new_run_dir, versions
+
+FROM_CONFIG: Literal["config"] = "config"
+"""Default of ``torch_threads`` arguments: the run config's ``torch_threads`` (1 unless overridden)."""
+
+ThreadsArg = int | None | Literal["config"]
 
 
 def _is_object(value: Any) -> bool:
@@ -39,7 +45,8 @@ class RunContext:
         ``multirun=True`` list values span a grid.
     :param experiment: an experiment file from the ``experiment`` group.
     :param config_module: importable package(s) with your own config groups.
-    :param run_dir: where to write the run (default ``<log_base_dir>/<experiment>/<timestamp>``).
+    :param run_dir: where to write the run (default ``<log_base_dir>/<experiment>/<timestamp>``; ``log_base_dir``
+        defaults to ``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``, see ``maze_lab.run.run_dir``).
     :param silent: no console statistics tables.
     :param multirun: treat list values in ``overrides`` as a grid (one run per combination).
     :param n_jobs: for grids: runs in parallel worker processes.
@@ -76,6 +83,8 @@ class RunContext:
             self.config = self._compose(overrides)
             self.configs = [self.config]
         for cfg in self.configs:
+            if "algorithm" not in self._objects:
+                validate_config(cfg)  # before anything heavy is imported or any directory is made
             if cfg.get("input_dir"):
                 RunDirectory.open(cfg.input_dir)  # refuse a directory that is not a run before creating one
         self._requested_run_dir = Path(run_dir) if run_dir is not None else None
@@ -115,22 +124,47 @@ class RunContext:
         """Statistics so far as a long-format DataFrame (epoch, prefix, topic, event, name, value)."""
         return self._single().store.to_dataframe()
 
-    def train(self, n_epochs: int | None = None) -> Any:
-        """Train (blocking). Returns this RunContext; for grids a DataFrame comparing the runs."""
+    def training_plan(self, n_epochs: int | None = None) -> str:
+        """How long ``train(n_epochs)`` trains, in one line (a number of epochs, or until early stopping)."""
+        if "algorithm" in self._objects:
+            obj = self._objects["algorithm"]
+            epochs = n_epochs if n_epochs is not None else obj.n_epochs
+            return (f"training for {epochs} epochs" if epochs else
+                    f"training until early stopping (patience {obj.patience}) or Ctrl-C")
+        return training_plan(self.config, n_epochs)
+
+    def _torch_threads(self, torch_threads: ThreadsArg) -> int | None:
+        if torch_threads != FROM_CONFIG:
+            return torch_threads
+        value = self.config.get("torch_threads", 1)
+        return None if value is None else int(value)
+
+    def train(self, n_epochs: int | None = None, torch_threads: ThreadsArg = FROM_CONFIG) -> Any:
+        """Train (blocking). Returns this RunContext; for grids a DataFrame comparing the runs.
+
+        :param torch_threads: torch intra-op threads while training, put back afterwards; default the config's
+            ``torch_threads`` (1), None keeps torch's default. As for ``train_async``: one thread is fastest for the
+            small networks of RL on CPU.
+        """
+        threads = self._torch_threads(torch_threads)
         if self.multirun:
-            return self._train_grid(n_epochs)
-        self._single().train(n_epochs)
+            with torch_threads_of_this_thread(threads):
+                return self._train_grid(n_epochs)
+        run = self._single()
+        with torch_threads_of_this_thread(threads):
+            run.train(n_epochs)
         return self
 
-    def train_async(self, n_epochs: int | None = None, torch_threads: int | None = 1) -> RunHandle:
+    def train_async(self, n_epochs: int | None = None, torch_threads: ThreadsArg = FROM_CONFIG) -> RunHandle:
         """Start training in a background thread of this process and return a handle at once.
 
         :param torch_threads: torch intra-op threads of the training thread only (the kernel's own setting is
-            untouched); None keeps torch's default. One thread is fastest for the small networks of RL on CPU:
-            with more, OpenMP runs a second thread pool beside the kernel's and small ops get several times slower.
+            untouched); default the config's ``torch_threads`` (1), None keeps torch's default. One thread is fastest
+            for the small networks of RL on CPU: with more, OpenMP runs a second thread pool beside the kernel's and
+            small ops get several times slower.
         """
         run = self._single()
-        return run.start_async(n_epochs, torch_threads)
+        return run.start_async(n_epochs, self._torch_threads(torch_threads))
 
     def evaluate(self, n_episodes: int | None = None, deterministic: bool | None = None) -> dict[str, float]:
         """Evaluate the current policy; returns ``{"Topic/event/name": value}`` of the evaluation episodes."""
@@ -203,7 +237,9 @@ def _train_config_in_worker(config: dict, n_epochs: int | None) -> str:
     """Worker-process entry point of parallel grids."""
     import torch
 
-    torch.set_num_threads(1)
+    threads = config.get("torch_threads", 1)
+    # grid workers share the machine: one thread each unless the config asks for more
+    torch.set_num_threads(1 if threads is None else int(threads))
     run = _Run(OmegaConf.create(config), {}, None, silent=True)
     try:
         run.train(n_epochs)
@@ -308,19 +344,7 @@ class _Run:
             if not isinstance(obj, ActorCriticAlgorithmConfig):
                 raise ConfigurationError(f"algorithm must be an A2C/PPO algorithm config, got {type(obj).__name__}")
             return obj
-        params = OmegaConf.to_container(self.config.algorithm)
-        target = params.pop("_target_", None)
-        if target is None:
-            raise ConfigurationError("the algorithm config needs a '_target_' naming its config class "
-                                     "(maze_lab.train.trainers.ppo.PPOAlgorithmConfig or ...a2c.A2CAlgorithmConfig)")
-        cls = Factory().type_from_name(target)
-        if self.config.get("n_epochs") is not None:
-            params["n_epochs"] = int(self.config.n_epochs)
-        params.setdefault("seed", int(self.config.seed))
-        try:
-            return cls.from_dict(params)
-        except TypeError as err:
-            raise ConfigurationError(f"algorithm config: {err}") from err
+        return build_algorithm_config(self.config)
 
     def _model(self, env: Any) -> Any:
         from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
@@ -448,6 +472,23 @@ class _EnvFactory:
         env = MazeEnvMonitoringWrapper.wrap(self.build_env())
         writers = [TSVEventLogWriter(self.log_dir)] if self.log_dir is not None else []
         return LogStatsWrapper.wrap(env, event_log_writers=writers)
+
+
+@contextlib.contextmanager
+def torch_threads_of_this_thread(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` torch intra-op threads in the calling thread, then put the previous count back
+    (None: leave torch alone, and torch is not imported)."""
+    if n is None:
+        yield
+        return
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _set_torch_threads_of_this_thread(n: int) -> None:

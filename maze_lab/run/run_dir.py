@@ -13,6 +13,37 @@ from typing import Any
 MARKER = "maze_lab_run.json"
 """The run summary; its presence marks a directory as a maze-lab run."""
 
+OUTPUTS_ENV = "MAZE_LAB_OUTPUTS"
+"""Environment variable naming the directory every run goes to (absolute, or relative to the working directory)."""
+
+PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg", "notebooks")
+"""A directory holding one of these is a project root: runs go to its ``outputs/``."""
+
+
+def project_root(start: str | Path | None = None) -> Path | None:
+    """The nearest directory at or above ``start`` (default: the working directory) holding a project marker.
+
+    Markers are ``.git``, ``pyproject.toml``, ``setup.py``, ``setup.cfg`` and a ``notebooks/`` folder, so that a
+    kernel started in ``<project>/notebooks`` and a shell in ``<project>`` find the same root.
+    """
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        if any((directory / marker).exists() for marker in PROJECT_MARKERS):
+            return directory
+    return None
+
+
+def default_outputs_dir(start: str | Path | None = None) -> Path:
+    """Where runs go unless ``log_base_dir`` says otherwise: ``$MAZE_LAB_OUTPUTS`` where set, else
+    ``<project root>/outputs`` (see :func:`project_root`), else ``./outputs``; always an absolute path."""
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    configured = os.environ.get(OUTPUTS_ENV, "").strip()
+    if configured:
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else (here / path).resolve()
+    root = project_root(here)
+    return (root if root is not None else here) / "outputs"
+
 
 class NotARunDirectoryError(ValueError):
     """A directory is not a maze-lab run directory."""

@@ -11,11 +11,17 @@ from omegaconf import OmegaConf
 from maze_lab.run.run_dir import MARKER, RunDirectory
 
 
-def list_runs(base_dir: str | Path = "outputs") -> Any:
-    """All run directories under ``base_dir`` (newest first) with status, seed and metrics."""
+def list_runs(base_dir: str | Path | None = None) -> Any:
+    """All run directories under ``base_dir`` (newest first) with status, seed and metrics.
+
+    :param base_dir: default: the default location of runs (``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``;
+        see ``maze_lab.run.run_dir.default_outputs_dir``), where the CLI and notebooks put them.
+    """
     import pandas as pd
 
-    base = Path(base_dir)
+    from maze_lab.run.run_dir import default_outputs_dir
+
+    base = Path(base_dir) if base_dir is not None else default_outputs_dir()
     rows = [_row(RunDirectory(p.parent)) for p in base.glob(f"**/{MARKER}")] if base.exists() else []
     df = pd.DataFrame(rows, columns=_COLUMNS)
     return df.sort_values("created", ascending=False).reset_index(drop=True) if not df.empty else df
