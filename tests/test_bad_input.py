@@ -85,8 +85,9 @@ class _WrongKeys(_Obs):
 
 def test_observation_with_wrong_keys_on_reset():
     env = MazeEnv(ScriptCoreEnv(), {0: _Act()}, {0: _WrongKeys()})
-    with pytest.raises(SpaceMismatchError, match=r"_WrongKeys.maze_to_space\): the observation has no key 't' of its "
-                                                r"space Dict\('t': Box.*has key 'time' that the space does not declare"):
+    with pytest.raises(SpaceMismatchError, match=r"_WrongKeys.maze_to_space\): the observation has no key 't' of "
+                                                r"its space Dict\('t': Box.*has key 'time' that the space does not "
+                                                r"declare"):
         env.reset()
 
 

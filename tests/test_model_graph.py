@@ -75,6 +75,7 @@ def test_cutting2d_graph_shows_masking() -> None:
     graph = _composer("cutting2d").graph()
     texts = _texts(graph["policy_selection"].to_svg())
     assert {"ActionMaskingBlock", "inventory_mask", "piece_idx_logits", "piece_idx"} <= set(texts)
+    assert "masked by inventory_mask (0 = not allowed)" in texts
     assert set(graph.graphs) == {"policy_selection", "policy_cutting", "critic_selection", "critic_cutting"}
 
 

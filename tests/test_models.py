@@ -279,7 +279,8 @@ def test_custom_composer_structured_with_separate_agent_nets() -> None:
     comp = CustomModelComposer(
         act_spaces, obs_spaces, agent_counts_dict={"selection": 1, "cutting": 2},
         policy={"_target_": "ProbabilisticPolicyComposer",
-                "networks": [{"_target_": "FlattenConcatMaskedPolicyNet", "hidden_units": [16]}],
+                "networks": [{"_target_": "FlattenConcatMaskedPolicyNet", "hidden_units": [16],
+                              "action_masks": CUTTING_MASKS}],
                 "substeps_with_separate_agent_nets": ["cutting"]},
         critic={"_target_": "StepStateCriticComposer",
                 "networks": [{"_target_": "FlattenConcatStateValueNet", "hidden_units": [16]}]})
@@ -313,10 +314,23 @@ def test_composer_config_errors() -> None:
     obs_spaces, act_spaces = cutting2d_masked_spaces()
     with pytest.raises(ConfigurationError, match="mask 'cutting_mask' for action 'piece_idx' is not an observation"):
         template((obs_spaces, act_spaces), cutting2d_builder(), critic=None, action_masks={"piece_idx": "cutting_mask"})
+    with pytest.raises(ConfigurationError, match=r"mask 'inventory_mask' has shape \(8,\).*'cut_rotation'.*\(2,\)"):
+        bad = {"selection": obs_spaces["selection"],
+               "cutting": gym.spaces.Dict({**obs_spaces["cutting"].spaces,
+                                           "inventory_mask": obs_spaces["selection"]["inventory_mask"]})}
+        template((bad, act_spaces), cutting2d_builder(), critic=None, action_masks={"cut_rotation": "inventory_mask"})
+    with pytest.raises(ConfigurationError, match=r"action_masks: \['piece_id'\] are not action heads.*piece_idx"):
+        template((obs_spaces, act_spaces), cutting2d_builder(), critic=None, action_masks={"piece_id": "x"})
     obs_spaces["selection"] = gym.spaces.Dict({**obs_spaces["selection"].spaces,
                                                "piece_idx_mask": gym.spaces.Box(0, 1, (3,), np.float32)})
-    with pytest.raises(ConfigurationError, match=r"mask 'piece_idx_mask' has shape \(3,\).*'piece_idx'.*\(8,\)"):
-        template((obs_spaces, act_spaces), cutting2d_builder(), critic=None)
+    # a mask matched by name only is not applied when its shape differs from the logits: a warning names it
+    with pytest.warns(UserWarning, match=r"'piece_idx_mask'.*not applied.*shape \(3,\).*'piece_idx'.*\(8,\)"):
+        comp = template((obs_spaces, act_spaces), cutting2d_builder(), critic=None)
+    assert not isinstance(comp.policy.networks["selection"].perception_dict["piece_idx"], ActionMaskingBlock)
+    with pytest.warns(UserWarning, match=r"'piece_idx_mask'.*not applied.*already masked by 'inventory_mask'"):
+        comp = template((obs_spaces, act_spaces), cutting2d_builder(), critic=None, action_masks=CUTTING_MASKS)
+    assert comp.policy.networks["selection"].perception_dict["piece_idx"].in_keys == ["piece_idx_logits",
+                                                                                      "inventory_mask"]
 
 
 def test_build_model_composer_from_config() -> None:

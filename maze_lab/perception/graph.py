@@ -81,6 +81,8 @@ def _block_detail(block: nn.Module) -> str:
         return " → ".join(type(b).__name__.replace("Block", "") for b in block.chain)
     if name == "TorchModelBlock":
         return type(block.net).__name__
+    if name == "ActionMaskingBlock":
+        return f"masked by {block.in_keys[1]} (0 = not allowed)"
     return ""
 
 

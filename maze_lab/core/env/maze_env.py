@@ -58,8 +58,9 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
     :param core_env: the env mechanics.
     :param action_conversion_dict: policy key -> ActionConversionInterface.
     :param observation_conversion_dict: policy key -> ObservationConversionInterface.
-    :param check_spaces: check every action against its space and every observation's keys, shapes and
-        dtypes (cheap); turn off only for speed with a trusted policy and env.
+    :param check_spaces: check every action against its space and every observation's keys, shapes, dtypes and
+        Box bounds (cheap); turn off only for speed with a trusted policy and env. With the checks, a Discrete
+        action given as an integer array of shape () or (1,) is passed on as the int it holds.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
@@ -92,24 +93,44 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         for k, s in list(self._observation_spaces.items()) + list(self._action_spaces.items()):
             if not isinstance(s, gym.spaces.Dict):
                 raise TypeError(f"policy key {k!r}: conversion spaces must be gymnasium Dict spaces, got {s}")
-        self.check_spaces = check_spaces
         self._action_checks = {k: dict_action_checker(s, f"policy key {k!r}") for k, s in self._action_spaces.items()}
-        self._obs_checks = {k: observation_checker(s, f"policy key {k!r} ({type(c).__name__}.maze_to_space)")
-                            for (k, s), c in zip(self._observation_spaces.items(),
-                                                 (observation_conversion_dict[k] for k in self._observation_spaces),
-                                                 strict=True)}
+        where = {k: f"policy key {k!r} ({type(observation_conversion_dict[k]).__name__}.maze_to_space)"
+                 for k in self._observation_spaces}
+        self._obs_checks = {k: observation_checker(s, where[k]) for k, s in self._observation_spaces.items()}
+        self._reset_obs_checks = {k: observation_checker(s, f"reset(), {where[k]}")
+                                  for k, s in self._observation_spaces.items()}
         # the seed's core envs define reset(self) without Gymnasium's keywords: seed them through seed() instead
         self._reset_takes_seed = _takes_seed_and_options(core_env.reset)
         # flat core envs (actor_id not overridden) always act with key 0: skip the per-step actor lookups
         self._flat_key = 0 if type(core_env).actor_id is CoreEnv.actor_id and 0 in self._action_spaces else None
+        self.check_spaces = check_spaces  # builds the per-key step functions
         self._service = core_env.context.event_service
         self._context = core_env.context
         self._has_reset = False
+        self._can_step = False
         self._last_obs: dict | None = None
         self._last_maze_action = None
         self._last_maze_state = None
         self._acted_in_state = None
         self.render_mode = "rgb_array"
+
+    @property
+    def check_spaces(self) -> bool:
+        """Whether every action and observation is checked against its space."""
+        return self._check_spaces
+
+    @check_spaces.setter
+    def check_spaces(self, value: bool) -> None:
+        self._check_spaces = bool(value)
+        if "_action_checks" not in self.__dict__:
+            return
+        # per policy key: (action check, action conversion, observation conversion, observation check), so that a
+        # step looks up nothing else; the conversions are fixed at construction (the spaces are taken from them)
+        self._step_fns = {
+            k: (self._action_checks[k] if value else None, self.action_conversion_dict[k].space_to_maze,
+                self.observation_conversion_dict[k].maze_to_space, self._obs_checks[k] if value else None)
+            for k in self._action_spaces}
+        self._flat_fns = self._step_fns[self._flat_key] if self._flat_key is not None else None
 
     # --- spaces ---------------------------------------------------------------------------------
     @property
@@ -156,9 +177,7 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         key = actor[0]
         obs = self.observation_conversion_dict[key].maze_to_space(maze_state)
         if self.check_spaces:
-            full_observation_check(self._observation_spaces[key], obs,
-                                   f"reset(), policy key {key!r} "
-                                   f"({type(self.observation_conversion_dict[key]).__name__}.maze_to_space)")
+            full_observation_check(self._observation_spaces[key], obs, "", checker=self._reset_obs_checks[key])
         self._has_reset = True
         self._can_step = True
         self._last_obs = obs
@@ -168,14 +187,17 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         """Convert the action, step the core env and convert the resulting state."""
         if not self._can_step:
             raise self._cannot_step()
-        flat_key = self._flat_key
         core_env = self.core_env
-        key = flat_key if flat_key is not None else core_env.actor_id().step_key
-        if self.check_spaces:
-            fixed = self._action_checks[key](action)
+        flat = self._flat_fns
+        if flat is not None:
+            check_action, to_maze, to_space, check_obs = flat
+        else:
+            check_action, to_maze, _, _ = self._step_fns[core_env.actor_id().step_key]
+        if check_action is not None:
+            fixed = check_action(action)
             if fixed is not None:  # e.g. a Discrete action given as an integer array of shape (1,)
                 action = fixed
-        maze_action = self.action_conversion_dict[key].space_to_maze(action, self._last_maze_state)
+        maze_action = to_maze(action, self._last_maze_state)
         service = self._service
         if service._step_events:
             service._step_events = []  # a new list: consumers holding the old one see the step ended
@@ -189,10 +211,11 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         self._acted_in_state = self._last_maze_state
         self._last_maze_state = maze_state
         self._last_maze_action = maze_action
-        next_key = flat_key if flat_key is not None else core_env.actor_id().step_key
-        obs = self.observation_conversion_dict[next_key].maze_to_space(maze_state)
-        if self.check_spaces:
-            self._obs_checks[next_key](obs)
+        if flat is None:
+            _, _, to_space, check_obs = self._step_fns[core_env.actor_id().step_key]
+        obs = to_space(maze_state)
+        if check_obs is not None:
+            check_obs(obs)
         self._last_obs = obs
         return obs, reward, terminated, truncated, info
 

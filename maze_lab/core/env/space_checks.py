@@ -15,6 +15,11 @@ class SpaceMismatchError(ValueError):
     """An action or observation does not match its declared space."""
 
 
+def _one_line(space: gym.spaces.Space) -> str:
+    """A space's repr on one line (Box reprs of array bounds span several)."""
+    return " ".join(str(space).split())
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"array(shape={value.shape}, dtype={value.dtype})"
@@ -146,16 +151,25 @@ _SMALL = 16  # up to this many entries, bounds are compared in Python (faster th
 
 
 def _bounds_of(space: gym.spaces.Space) -> tuple[int, Any, Any]:
-    """How to check the bounds of a sub-space: (0, -, -) not at all, (1, lows, highs) as Python lists of the flat
-    entries, or (2, low, high) with numpy."""
+    """How to check the bounds of a sub-space: (0, -, -) not at all (no bound that a value of its dtype can cross),
+    (1, entries, -) in Python for small spaces, as ``(flat index, low, high)`` of the entries with such a bound, or
+    (2, low, high) with numpy."""
     if not isinstance(space, gym.spaces.Box):
         return 0, None, None
-    low, high = space.low, space.high
-    if np.issubdtype(low.dtype, np.floating) and np.all(np.isneginf(low)) and np.all(np.isposinf(high)):
+    low, high = space.low.ravel(), space.high.ravel()
+    kind = space.dtype.kind if space.dtype is not None else "f"
+    if kind == "f":
+        finite = np.flatnonzero(np.isfinite(low) | np.isfinite(high))
+    elif kind in "iu":  # bounds at the dtype's limits (e.g. a uint8 image in [0, 255]) cannot be crossed
+        limits = np.iinfo(space.dtype)
+        finite = np.flatnonzero((low > limits.min) | (high < limits.max))
+    else:
+        return 0, None, None
+    if finite.size == 0:
         return 0, None, None
     if low.size <= _SMALL:
-        return 1, low.ravel().tolist(), high.ravel().tolist()
-    return 2, low, high
+        return 1, tuple((int(i), low[i].item(), high[i].item()) for i in finite), None
+    return 2, space.low, space.high
 
 
 def _out_of_bounds(where: str, key: str, value: np.ndarray, space: gym.spaces.Box) -> SpaceMismatchError:
@@ -165,17 +179,18 @@ def _out_of_bounds(where: str, key: str, value: np.ndarray, space: gym.spaces.Bo
     shown = []
     for idx in bad[:3]:
         i = tuple(int(j) for j in idx)
-        shown.append(f"[{', '.join(map(str, i))}] = {value[i]!r} not in [{space.low[i]!r}, {space.high[i]!r}]")
+        shown.append(f"[{', '.join(map(str, i))}] = {value[i].item()!r} not in [{space.low[i].item()!r}, "
+                     f"{space.high[i].item()!r}]")
     more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
     return SpaceMismatchError(
-        f"{where}: observation['{key}'] is outside the bounds of its space {space}: {'; '.join(shown)}{more}. Fix the "
-        f"observation conversion, or widen the space's low/high to the values the env really produces (for an env "
-        f"you cannot change, create the MazeEnv / GymMazeEnv with check_spaces=False)")
+        f"{where}: observation['{key}'] is outside the bounds of its space {_one_line(space)}: "
+        f"{'; '.join(shown)}{more}. Fix the observation conversion, or widen the space's low/high to the values the "
+        f"env really produces (for an env you cannot change, create the MazeEnv / GymMazeEnv with check_spaces=False)")
 
 
 def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], None]:
-    """A per-step check of a dict observation: keys, shape and dtype of each array, and the bounds of Box spaces
-    (NaN is outside any bounds)."""
+    """A per-step check of a dict observation: keys, shape and dtype of each array, and the finite bounds of Box
+    spaces (NaN is outside them)."""
     expected = {}
     for k, s in space.spaces.items():
         if isinstance(s, gym.spaces.Box | gym.spaces.MultiBinary | gym.spaces.MultiDiscrete):
@@ -195,8 +210,8 @@ def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
                     break
                 if mode == 1:
                     values = v.tolist() if vector else v.ravel().tolist()
-                    for x, lo, hi in zip(values, low, high):  # noqa: B905 - same length by the shape
-                        if not lo <= x <= hi:
+                    for i, lo, hi in low:
+                        if not lo <= values[i] <= hi:  # also false for NaN
                             raise _out_of_bounds(where, k, v, space.spaces[k])
                 elif mode == 2 and not ((v >= low).all() and (v <= high).all()):
                     raise _out_of_bounds(where, k, v, space.spaces[k])
@@ -211,7 +226,7 @@ def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
             parts = []
             if missing:
                 parts.append(f"has no key{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} of its "
-                             f"space {space}")
+                             f"space {_one_line(space)}")
             if extra:
                 parts.append(f"has key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))} that the space "
                              f"does not declare")
@@ -225,18 +240,22 @@ def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
             if not isinstance(v, np.ndarray) or v.shape != exp[0] or v.dtype != exp[1]:
                 raise SpaceMismatchError(
                     f"{where}: observation['{k}'] is {_describe(v)}, the space declares shape {exp[0]} "
-                    f"dtype {exp[1]} ({space.spaces[k]})"
+                    f"dtype {exp[1]} ({_one_line(space.spaces[k])})"
                 )
 
     return check
 
 
-def full_observation_check(space: gym.spaces.Dict, obs: Any, where: str) -> None:
+def full_observation_check(space: gym.spaces.Dict, obs: Any, where: str,
+                           checker: Callable[[Any], None] | None = None) -> None:
     """The per-step check (keys, shapes, dtypes, Box bounds: errors), plus a warning where a value is outside a
-    space the per-step check does not cover (used on reset)."""
+    space the per-step check does not cover (used on reset).
+
+    :param checker: The per-step check of ``space`` if already built (its own ``where`` names the place).
+    """
     import warnings
 
-    observation_checker(space, where)(obs)
+    (checker or observation_checker(space, where))(obs)
     for k, s in space.spaces.items():
         if not isinstance(s, gym.spaces.Box) and not s.contains(obs[k]):
-            warnings.warn(f"{where}: observation['{k}'] = {obs[k]!r} is outside {s}", stacklevel=3)
+            warnings.warn(f"{where or 'reset()'}: observation['{k}'] = {obs[k]!r} is outside {s}", stacklevel=3)

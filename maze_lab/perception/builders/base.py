@@ -23,8 +23,8 @@ class BaseModelBuilder(ABC):
     :param observation_modality_mapping: Modality of each observation key.
     :param shared_embedding_keys: Tensors of the policy network the critic reuses as its input (None: no sharing);
         a list for all policy keys or a dict per policy key.
-    :param action_masks: Observation key masking each action head; heads not listed use ``<head>_mask`` when the
-        observation space has it.
+    :param action_masks: Observation key masking each action head; heads not listed are matched by name (see
+        :mod:`maze_lab.perception.action_masks`).
     """
 
     PRESETS: tuple[str, ...] = ()
@@ -63,17 +63,6 @@ class BaseModelBuilder(ABC):
     def modality_of(self, obs_key: str) -> str | None:
         """The modality of an observation key (None where it is not mapped)."""
         return self.observation_modality_mapping.get(obs_key)
-
-    def mask_key_for(self, action_head: str, observation_space: gym.spaces.Dict) -> str | None:
-        """The observation that masks ``action_head``, if any."""
-        key = self.action_masks.get(action_head)
-        if key is not None:
-            if key not in observation_space.spaces:
-                raise ConfigurationError(f"action_masks: mask '{key}' for action '{action_head}' is not an "
-                                         f"observation; observations: {', '.join(observation_space.spaces)}")
-            return key
-        default = f"{action_head}_mask"
-        return default if default in observation_space.spaces else None
 
     @abstractmethod
     def from_observation_space(self, observation_space: gym.spaces.Dict) -> InferenceBlock:

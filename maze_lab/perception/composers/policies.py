@@ -81,7 +81,8 @@ class ProbabilisticPolicyComposer(BasePolicyComposer):
 
     :param networks: Network configs (``_target_`` dicts), classes or modules: a dict by policy key, a list with one
         entry per key (in order) or a single entry used for every key. Networks are built with ``obs_shapes`` and
-        ``action_logits_shapes`` as keyword arguments.
+        ``action_logits_shapes`` as keyword arguments, plus ``action_spaces`` (space per head) for networks whose
+        constructor has that parameter.
     :param device: Device of the policy.
     """
 
@@ -98,6 +99,7 @@ class ProbabilisticPolicyComposer(BasePolicyComposer):
         for key, spec in specs.items():
             step = key.step_key if isinstance(key, ActorID) else key
             nets[key] = build_network(spec, f"policy network for {key!r}",
+                                      optional_kwargs={"action_spaces": dict(self.action_spaces_dict[step].spaces)},
                                       obs_shapes=space_shapes(self.observation_spaces_dict[step]),
                                       action_logits_shapes=self.action_logits_shapes(step))
         self._policy = TorchPolicy(nets, distribution_mapper, device=device,

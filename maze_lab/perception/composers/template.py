@@ -15,6 +15,7 @@ from maze_lab.core.agent.torch_state_action_critic import TorchStateActionCritic
 from maze_lab.core.agent.torch_state_critic import PREV_VALUE_KEY, TorchStateCritic
 from maze_lab.core.env.structured_env import ActorID, StepKey
 from maze_lab.core.utils.factory import ConfigurationError, Factory, _to_plain
+from maze_lab.perception.action_masks import discrete_heads_of, match_action_masks
 from maze_lab.perception.blocks import (
     ActionMaskingBlock,
     FunctionalBlock,
@@ -22,7 +23,7 @@ from maze_lab.perception.blocks import (
     LinearOutputBlock,
     PerceptionBlock,
 )
-from maze_lab.perception.builders.base import BaseModelBuilder
+from maze_lab.perception.builders.base import MASK_MODALITY, BaseModelBuilder
 from maze_lab.perception.builders.concat import ConcatModelBuilderKeys
 from maze_lab.perception.composers.base import BaseModelComposer
 from maze_lab.perception.composers.critics import (
@@ -38,6 +39,7 @@ from maze_lab.perception.composers.policies import (
     policy_network_keys,
 )
 from maze_lab.perception.composers.utils import resolve_type, split_target
+from maze_lab.perception.perception_utils import space_shapes
 from maze_lab.perception.weight_init import make_module_init_normc
 
 LATENT = ConcatModelBuilderKeys.LATENT
@@ -69,7 +71,10 @@ class TemplateModelComposer(BaseModelComposer):
     :param shared_embedding_keys: Tensors of the policy networks the critic takes as input (list for all policy
         keys or dict per key); defaults to the builder's ``shared_embedding_keys``.
     :param action_masks: Observation masking each action head (``{head: obs_key}``); merged into the builder's.
-        Heads not listed are masked by ``<head>_mask`` where the observation space has it.
+        Heads not listed are masked by ``<head>_mask`` (or ``action_mask`` for a single Discrete head) where the
+        observation space has it with the head's logits shape; other ``*_mask`` observations give a warning. A mask
+        the builder's ``observation_modality_mapping`` leaves out is used only for masking; one it maps to a
+        modality is an input feature as well.
     :param device: Device of policy and critic.
     """
 
@@ -90,6 +95,18 @@ class TemplateModelComposer(BaseModelComposer):
         self.model_builder: BaseModelBuilder = Factory(BaseModelBuilder).instantiate(model_builder)
         self.model_builder.action_masks.update(_to_plain(action_masks) or {})
         self.device = device
+        all_heads = {h for space in self.action_spaces_dict.values() for h in space.spaces}
+        unknown = sorted(set(self.model_builder.action_masks) - all_heads)
+        if unknown:
+            raise ConfigurationError(f"action_masks: {unknown} are not action heads; action heads: "
+                                     f"{', '.join(sorted(all_heads))}")
+        self.action_masks_dict: dict[StepKey, dict[str, str]] = {
+            step: self.match_masks(obs_space, self.action_spaces_dict[step], f"policy {step!r}")
+            for step, obs_space in self.observation_spaces_dict.items()}
+        for masks in self.action_masks_dict.values():
+            for key in masks.values():
+                # a matched mask the config does not map is only used for masking (no "not used" warning)
+                self.model_builder.observation_modality_mapping.setdefault(key, MASK_MODALITY)
         keys = _to_plain(shared_embedding_keys if shared_embedding_keys is not None
                          else self.model_builder.shared_embedding_keys) or []
         if isinstance(keys, Mapping):
@@ -110,7 +127,8 @@ class TemplateModelComposer(BaseModelComposer):
             step = key.step_key if isinstance(key, ActorID) else key
             policy_nets[key] = self.template_policy_net(self.observation_spaces_dict[step],
                                                         self.action_spaces_dict[step],
-                                                        self.shared_embedding_keys.get(step, []))
+                                                        self.shared_embedding_keys.get(step, []),
+                                                        action_masks=self.action_masks_dict[step])
         self._policy_composer = self._policy_composer_type(
             action_spaces_dict=self.action_spaces_dict, observation_spaces_dict=self.observation_spaces_dict,
             distribution_mapper=self.distribution_mapper, networks=policy_nets,
@@ -148,9 +166,24 @@ class TemplateModelComposer(BaseModelComposer):
         net.apply(make_module_init_normc(1.0))
         return net
 
+    def match_masks(self, observation_space: gym.spaces.Dict, action_space: gym.spaces.Dict,
+                    what: str = "policy") -> dict[str, str]:
+        """Action head -> mask observation, by the rule of :mod:`maze_lab.perception.action_masks`; warns for
+        ``*_mask`` observations (and observations of modality ``mask``) that match no head."""
+        heads = {h: tuple(self.distribution_mapper.required_logits_shape(h)) for h in action_space.spaces}
+        explicit = {h: k for h, k in self.model_builder.action_masks.items() if h in heads}
+        mask_like = [k for k in observation_space.spaces if self.model_builder.modality_of(k) == MASK_MODALITY]
+        return match_action_masks(space_shapes(observation_space), heads, discrete_heads_of(action_space), explicit,
+                                  what=f"TemplateModelComposer {what}", mask_like=mask_like)
+
     def template_policy_net(self, observation_space: gym.spaces.Dict, action_space: gym.spaces.Dict,
-                            shared_embedding_keys: Sequence[str] = ()) -> InferenceBlock:
-        """Perception network plus one linear head per action (masked where a mask observation exists)."""
+                            shared_embedding_keys: Sequence[str] = (),
+                            action_masks: Mapping[str, str] | None = None) -> InferenceBlock:
+        """Perception network plus one linear head per action, masked where an observation masks the head.
+
+        :param action_masks: Head -> mask observation; None: matched by :meth:`match_masks`.
+        """
+        masks = dict(action_masks) if action_masks is not None else self.match_masks(observation_space, action_space)
         emb = self.template_perception_net(observation_space)
         blocks: dict[str, PerceptionBlock] = dict(emb.perception_dict.items())
         in_keys, in_shapes = list(emb.in_keys), list(emb.in_shapes)
@@ -158,7 +191,7 @@ class TemplateModelComposer(BaseModelComposer):
         for head in action_space.spaces:
             logits_shape = tuple(self.distribution_mapper.required_logits_shape(head))
             units = int(math.prod(logits_shape))
-            mask_key = self.model_builder.mask_key_for(head, observation_space)
+            mask_key = masks.get(head)
             out_key = f"{head}_logits" if mask_key else head
             flat_key = out_key if len(logits_shape) == 1 else f"{out_key}_flat"
             head_block = LinearOutputBlock(LATENT, flat_key, latent_shape, output_units=units)
@@ -168,9 +201,6 @@ class TemplateModelComposer(BaseModelComposer):
                 blocks[out_key] = FunctionalBlock(flat_key, out_key, (units,), func=_Reshape(logits_shape))
             if mask_key:
                 mask_shape = tuple(observation_space.spaces[mask_key].shape)
-                if mask_shape != logits_shape:
-                    raise ConfigurationError(f"mask '{mask_key}' has shape {mask_shape} but the logits of action "
-                                             f"'{head}' have shape {logits_shape}")
                 if mask_key not in in_keys:
                     in_keys.append(mask_key)
                     in_shapes.append(mask_shape)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -48,15 +49,35 @@ def resolve_type(name: Any, base: type | tuple[type, ...], what: str) -> type:
     return cls
 
 
-def build_network(spec: Any, what: str, **shape_kwargs: Any) -> nn.Module:
-    """Build a network from a module instance, a class / dotted path or a ``_target_`` dict plus shape kwargs."""
+def _accepts(cls: Any, name: str) -> bool:
+    """Whether ``cls(...)`` takes a parameter called ``name`` (not merely ``**kwargs``)."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return False
+    param = params.get(name)
+    return param is not None and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+
+
+def build_network(spec: Any, what: str, optional_kwargs: Mapping[str, Any] | None = None,
+                  **shape_kwargs: Any) -> nn.Module:
+    """Build a network from a module instance, a class / dotted path or a ``_target_`` dict plus shape kwargs.
+
+    :param optional_kwargs: Passed only to networks whose constructor names them (e.g. ``action_spaces``).
+    """
     spec = _to_plain(spec)
     if isinstance(spec, nn.Module):
         return spec
     if isinstance(spec, Mapping) and "_target_" in spec:
         spec = {**spec, "_target_": resolve_type(spec["_target_"], nn.Module, what)}
+        cls = spec["_target_"]
     elif isinstance(spec, str):
-        spec = resolve_type(spec, nn.Module, what)
+        spec = cls = resolve_type(spec, nn.Module, what)
+    else:
+        cls = spec
+    for name, value in (optional_kwargs or {}).items():
+        if name not in shape_kwargs and not (isinstance(spec, Mapping) and name in spec) and _accepts(cls, name):
+            shape_kwargs[name] = value
     try:
         net = Factory(nn.Module).instantiate(spec, **shape_kwargs)
     except ConfigurationError as err:

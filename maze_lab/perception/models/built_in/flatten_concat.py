@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import gymnasium as gym
 import torch
 from torch import nn
 
+from maze_lab.perception.action_masks import discrete_heads_of, match_action_masks
 from maze_lab.perception.blocks import (
     ActionMaskingBlock,
     ConcatenationBlock,
@@ -70,42 +72,80 @@ class FlattenConcatBaseNet(nn.Module):
 
 
 class FlattenConcatPolicyNet(FlattenConcatBaseNet):
-    """Flatten-concat policy: one linear output per action head.
+    """Flatten-concat policy: one linear output per action head, masked where an observation masks the head.
+
+    Masks are matched by :func:`maze_lab.perception.action_masks.match_action_masks` (``<head>_mask``, or
+    ``action_mask`` for a single Discrete head, or ``action_masks``); a matched mask stays an input feature as well
+    (it tells the network which actions are available). Observations named ``*_mask`` that match no head give a
+    warning.
 
     :param action_logits_shapes: Logits shape per action head.
+    :param action_masks: Explicit ``{action head: mask observation}`` pairs.
+    :param action_spaces: Action space per head (given by the policy composer; decides which heads are Discrete).
     """
 
     def __init__(self, obs_shapes: Mapping[str, Sequence[int]], action_logits_shapes: Mapping[str, Sequence[int]],
-                 hidden_units: Sequence[int], non_lin: NonLinType = nn.ReLU):
+                 hidden_units: Sequence[int], non_lin: NonLinType = nn.ReLU,
+                 action_masks: Mapping[str, str] | None = None,
+                 action_spaces: Mapping[str, gym.spaces.Space] | None = None):
         super().__init__(obs_shapes, hidden_units, non_lin)
+        discrete = discrete_heads_of(action_spaces) if action_spaces is not None else None
+        self.action_masks = match_action_masks(self.obs_shapes, action_logits_shapes, discrete, action_masks,
+                                               what=type(self).__name__)
         for head, shape in action_logits_shapes.items():
-            self.perception_dict[head] = LinearOutputBlock("latent", head, self.latent_shape,
-                                                           output_units=int(math.prod(shape)))
+            units = int(math.prod(shape))
+            # the linear block keeps the head's name, so that checkpoints of unmasked nets still load
+            out_key = f"{head}_logits" if head in self.action_masks else head
+            self.perception_dict[head] = LinearOutputBlock("latent", out_key, self.latent_shape, output_units=units)
+            if head in self.action_masks:
+                mask_key = self._flat_mask(self.action_masks[head])
+                self.perception_dict[f"{head}_masking"] = ActionMaskingBlock([out_key, mask_key], head,
+                                                                             [(units,), (units,)])
         self.perception_net = self._compile(list(action_logits_shapes))
         self.perception_net.apply(make_module_init_normc(1.0))
         for head in action_logits_shapes:
             self.perception_dict[head].apply(make_module_init_normc(0.01))
 
+    def _flat_mask(self, mask_key: str) -> str:
+        """The mask as a vector tensor (multi-dim masks go through the flatten block of their feature)."""
+        shape = self.obs_shapes[mask_key]
+        return mask_key if len(shape) == 1 else f"{mask_key}_flat"
+
 
 class FlattenConcatMaskedPolicyNet(FlattenConcatBaseNet):
-    """Flatten-concat policy whose heads are masked by the observation ``<head>_mask`` where it exists.
+    """Flatten-concat policy whose heads are masked by their mask observations, by default used only for masking.
+
+    Masks are matched as in :class:`FlattenConcatPolicyNet` (``<head>_mask``, ``action_mask`` for a single Discrete
+    head, or ``action_masks``).
 
     :param remove_mask_from_obs: Use masks only for masking, not as network input features.
+    :param action_masks: Explicit ``{action head: mask observation}`` pairs.
+    :param action_spaces: Action space per head (given by the policy composer; decides which heads are Discrete).
     """
 
     def __init__(self, obs_shapes: Mapping[str, Sequence[int]], action_logits_shapes: Mapping[str, Sequence[int]],
-                 hidden_units: Sequence[int], non_lin: NonLinType = nn.ReLU, remove_mask_from_obs: bool = True):
-        masks = {h: f"{h}_mask" for h in action_logits_shapes if f"{h}_mask" in obs_shapes}
-        features = {k: v for k, v in obs_shapes.items() if not (remove_mask_from_obs and k in masks.values())}
+                 hidden_units: Sequence[int], non_lin: NonLinType = nn.ReLU, remove_mask_from_obs: bool = True,
+                 action_masks: Mapping[str, str] | None = None,
+                 action_spaces: Mapping[str, gym.spaces.Space] | None = None):
+        all_shapes = {k: tuple(v) for k, v in obs_shapes.items()}
+        discrete = discrete_heads_of(action_spaces) if action_spaces is not None else None
+        masks = match_action_masks(all_shapes, action_logits_shapes, discrete, action_masks, what=type(self).__name__)
+        features = {k: v for k, v in all_shapes.items() if not (remove_mask_from_obs and k in masks.values())}
         super().__init__(features, hidden_units, non_lin)
-        self.obs_shapes = {k: tuple(v) for k, v in obs_shapes.items()}
+        self.obs_shapes = all_shapes
+        self.action_masks = masks
         for head, shape in action_logits_shapes.items():
             units = int(math.prod(shape))
             if head in masks:
+                mask_key, mask_shape = masks[head], self.obs_shapes[masks[head]]
+                if len(mask_shape) != 1:
+                    self.perception_dict[f"{mask_key}_vector"] = FlattenBlock(mask_key, f"{mask_key}_vector",
+                                                                              mask_shape, len(mask_shape))
+                    mask_key = f"{mask_key}_vector"
                 self.perception_dict[f"{head}_logits"] = LinearOutputBlock("latent", f"{head}_logits",
                                                                            self.latent_shape, output_units=units)
-                self.perception_dict[head] = ActionMaskingBlock([f"{head}_logits", masks[head]], head,
-                                                                [(units,), self.obs_shapes[masks[head]]])
+                self.perception_dict[head] = ActionMaskingBlock([f"{head}_logits", mask_key], head,
+                                                                [(units,), (units,)])
             else:
                 self.perception_dict[head] = LinearOutputBlock("latent", head, self.latent_shape, output_units=units)
         self.perception_net = self._compile(list(action_logits_shapes), in_keys=list(self.obs_shapes))
