@@ -113,7 +113,7 @@ def test_train_writes_a_complete_run_directory(trained: tuple[subprocess.Complet
     summary = json.loads((run_dir / "maze_lab_run.json").read_text())
     assert proc.stdout.strip().splitlines()[-2] == (f"evaluation reward: final {summary['last_eval_reward']:.4g}, "
                                                     f"best {summary['best_eval_reward']:.4g} (epoch 1)")
-    for name in ("config.yaml", "stats.parquet", "maze_lab_run.json", "checkpoints/state_dict_last.pt",
+    for name in ("config.yaml", "stats.arrows", "maze_lab_run.json", "checkpoints/state_dict_last.pt",
                  "checkpoints/state_dict_best.pt", "model_graphs/policy_0.svg", "model_graphs/critic_0.svg"):
         assert (run_dir / name).is_file(), name
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
@@ -165,7 +165,7 @@ def test_run_executes_a_notebook_into_a_run_directory(tmp_path: Path) -> None:
     executed = tmp_path / nb_line.removeprefix("executed notebook: ")
     assert run_dir.parent.parent == tmp_path / "runs"
     assert executed == run_dir / "train.ipynb" and executed.is_file()
-    assert (run_dir / "stats.parquet").is_file()
+    assert (run_dir / "stats.arrows").is_file()
     summary = json.loads((run_dir / "maze_lab_run.json").read_text())
     assert done.startswith("maze-lab run: train.ipynb done in ")
     assert done.endswith(f" s: 2 epochs, {summary['env_steps']:,} env steps")

@@ -237,3 +237,13 @@ def test_decorator_rejects_a_non_callable_reducer():
 
     with pytest.raises(ValueError, match=r"\['name'\] are not arguments; valid: \['value'\]"):
         define_stats_grouping("name")(event)
+
+
+def test_stats_store_samples_are_copies_and_ragged_lists_still_flatten():
+    store = StatsStore()
+    action = StatKey(DiscreteActionEvents.action, None, (0, "a"))
+    same_shape = [np.array([1.0, 2.0]), np.array([3.0, 4.0])]
+    store.write("test", 1, {action: same_shape})
+    same_shape[0][0] = 99.0  # the caller reuses its arrays: the store keeps what was written
+    store.write("test", 2, {action: [np.array([1.0]), np.array([2.0, 3.0]), 4]})
+    assert [s[5].tolist() for s in store.samples()] == [[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]]

@@ -19,9 +19,9 @@ PARAMS = {"n_epochs": 2, "epoch_length": 2, "seed": 42,
 
 
 def _stats_without_timings(run_dir: Path):
-    import pandas as pd
+    from maze_lab.core.log_stats.writers import StatsStore
 
-    df = pd.read_parquet(run_dir / "stats.parquet")
+    df = StatsStore.load(run_dir).to_dataframe()
     return df[~df.event.str.startswith("time_")].reset_index(drop=True)
 
 
@@ -52,7 +52,7 @@ def test_executed_notebook_is_saved_into_the_run_directory(two_runs: list[tuple[
     run_dir, executed = two_runs[0]
     assert executed == run_dir / "train.ipynb" and executed.is_file()
     assert run_dir.parent.name == "notebook"
-    for name in ("config.yaml", "stats.parquet", "maze_lab_run.json", "checkpoints/state_dict_last.pt",
+    for name in ("config.yaml", "stats.arrows", "maze_lab_run.json", "checkpoints/state_dict_last.pt",
                  "model_graphs/policy_0.svg"):
         assert (run_dir / name).exists(), name
     nb = nbformat.read(executed, as_version=4)

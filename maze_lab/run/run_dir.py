@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -47,6 +48,40 @@ def default_outputs_dir(start: str | Path | None = None) -> Path:
 
 class NotARunDirectoryError(ValueError):
     """A directory is not a maze-lab run directory."""
+
+
+class DamagedRunError(ValueError):
+    """A run directory whose files cannot be read: an empty or invalid summary, an invalid ``config.yaml``,
+    truncated statistics."""
+
+
+class ExistingRunError(FileExistsError):
+    """A new run was asked to write into the directory of an existing run."""
+
+
+MAX_SUMMARY_BYTES = 16 * 1024**2
+"""Largest ``maze_lab_run.json`` that is read (summaries are a few kB; tracebacks of failures included)."""
+
+MAX_CONFIG_BYTES = 16 * 1024**2
+"""Largest ``config.yaml`` that is read."""
+
+RUN_OUTPUTS = ("config.yaml", "stats.arrows", "stats.parquet", "samples.npz", "checkpoints", "tensorboard",
+               "event_logs", "model_graphs", "trajectories")
+"""What a run writes into its directory besides the summary: a directory holding any of these has results."""
+
+
+def _read_bounded_text(path: Path, max_bytes: int, what: str) -> str:
+    """The text of ``path``, refused (DamagedRunError) where it is larger than ``max_bytes`` or not UTF-8."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise DamagedRunError(f"{path} is {size:,} bytes, more than the {max_bytes:,} bytes a {what} may have; "
+                              f"it was not read")
+    with path.open("rb") as fh:
+        data = fh.read(max_bytes + 1)
+    try:
+        return data[:max_bytes].decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DamagedRunError(f"{path} is not UTF-8 text ({err}); a {what} is written as UTF-8") from None
 
 
 def new_run_dir(log_base_dir: str | Path, experiment: str) -> Path:
@@ -129,17 +164,93 @@ class RunDirectory:
         return self.path / MARKER
 
     def read_summary(self) -> dict[str, Any]:
-        """The summary (status, seed, versions, metrics)."""
-        return json.loads(self.summary_file.read_text())
+        """The summary (status, seed, versions, metrics); an empty or invalid file raises DamagedRunError."""
+        text = _read_bounded_text(self.summary_file, MAX_SUMMARY_BYTES, "run summary")
+        if not text.strip():
+            raise DamagedRunError(f"{self.summary_file} is empty; a run summary is a JSON object with the status, "
+                                  f"seed and metrics of the run")
+        try:
+            summary = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DamagedRunError(f"{self.summary_file} is not valid JSON ({err}); a run summary is a JSON object "
+                                  f"with the status, seed and metrics of the run") from None
+        if not isinstance(summary, dict):
+            raise DamagedRunError(f"{self.summary_file} holds a JSON {type(summary).__name__}; a run summary is a "
+                                  f"JSON object with the status, seed and metrics of the run")
+        return summary
+
+    def read_config(self) -> dict[str, Any]:
+        """``config.yaml`` as plain data, read without resolving interpolations or instantiating anything; a file
+        that is not a YAML mapping as maze-lab writes it (or one with YAML aliases) raises DamagedRunError."""
+        import io
+
+        import yaml
+        from omegaconf import DictConfig, OmegaConf
+        from omegaconf.errors import OmegaConfBaseException
+
+        path = self.config_file
+        text = _read_bounded_text(path, MAX_CONFIG_BYTES, "config.yaml")
+        try:
+            # aliases can expand a small file into a huge configuration, and maze-lab never writes them
+            if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+                raise DamagedRunError(f"{path} uses YAML aliases (*name), which maze-lab never writes; it was not "
+                                      f"read")
+            cfg = OmegaConf.load(io.StringIO(text))
+        except (yaml.YAMLError, OmegaConfBaseException, ValueError) as err:
+            if isinstance(err, DamagedRunError):
+                raise
+            raise DamagedRunError(f"{path} is not a valid configuration ({' '.join(str(err).split())[:300]})") \
+                from None
+        if not isinstance(cfg, DictConfig):
+            raise DamagedRunError(f"{path} holds a YAML {type(OmegaConf.to_container(cfg)).__name__}; the "
+                                  f"configuration of a run is a mapping (env, wrappers, model, algorithm, ...)")
+        return OmegaConf.to_container(cfg, resolve=False)
+
+    def check_statistics(self) -> None:
+        """Raise DamagedRunError where a statistics file of the run is truncated or not maze-lab's (its header and
+        footer are read, not the whole file)."""
+        legacy = self.path / "stats.parquet"
+        if legacy.exists():
+            import pyarrow.parquet as pq
+
+            try:
+                pq.read_metadata(legacy)
+            except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a broken footer
+                raise DamagedRunError(f"{legacy} is truncated or corrupt ({' '.join(str(err).split())[:200]})") \
+                    from None
+        stream = self.path / "stats.arrows"
+        if stream.exists() and stream.stat().st_size > 0:
+            import pyarrow as pa
+
+            with stream.open("rb") as fh:
+                head = fh.read(1024**2)
+            try:
+                pa.ipc.open_stream(pa.py_buffer(head))
+            except (pa.ArrowException, OSError, ValueError) as err:
+                raise DamagedRunError(f"{stream} is not a maze-lab statistics file "
+                                      f"({' '.join(str(err).split())[:200]})") from None
+
+    def has_results(self) -> bool:
+        """Whether a run wrote its configuration, statistics or checkpoints here (see :data:`RUN_OUTPUTS`)."""
+        return any((self.path / name).exists() for name in RUN_OUTPUTS)
 
     def write_summary(self, **updates: Any) -> dict[str, Any]:
         """Merge ``updates`` into the summary and write it atomically."""
         summary = self.read_summary() if self.summary_file.exists() else {}
         summary.update(updates)
         summary["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        text = json.dumps(summary, indent=2, default=_json_default)
         tmp = self.summary_file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(summary, indent=2, default=_json_default))
-        os.replace(tmp, self.summary_file)
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, self.summary_file)
+        except OSError as err:
+            tmp.unlink(missing_ok=True)  # no stray temporary file is left behind
+            if err.errno != errno.ENOSPC or not self.summary_file.exists():
+                raise
+            # disk full: the status of the run must still be recorded, so the summary is rewritten in place,
+            # within the space its file already holds
+            _overwrite_in_place(self.summary_file, summary)
         return summary
 
     @classmethod
@@ -155,6 +266,24 @@ class RunDirectory:
                 f"{p} is not a maze-lab run directory: it has no {MARKER} (found: {found}); run directories are "
                 f"created by RunContext, `maze-lab train` or `maze-lab run`")
         return cls(p)
+
+
+def _overwrite_in_place(path: Path, summary: dict[str, Any]) -> None:
+    """Rewrite ``path`` without allocating disk space: long fields are cut to fit the blocks the file holds."""
+    room = max(path.stat().st_blocks * 512, path.stat().st_size)
+    text = json.dumps(summary, indent=2, default=_json_default)
+    for field in ("error", "reason"):
+        if len(text.encode()) <= room:
+            break
+        value = str(summary.get(field) or "")
+        keep = max(0, len(value) - (len(text.encode()) - room) - 16)
+        summary = {**summary, field: value[len(value) - keep:]}  # the end of a traceback names the error
+        text = json.dumps(summary, indent=2, default=_json_default)
+    if len(text.encode()) > room:
+        text = json.dumps({k: summary[k] for k in ("status", "reason", "experiment", "epoch") if k in summary})
+    with path.open("r+b") as fh:
+        fh.write(text.encode())
+        fh.truncate()
 
 
 def _json_default(value: Any) -> Any:

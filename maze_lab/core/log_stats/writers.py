@@ -1,18 +1,23 @@
-"""Statistics writers: console table, TensorBoard event files, and the in-memory StatsStore."""
+"""Statistics writers: console table, TensorBoard event files, and the StatsStore (in memory, saved per epoch)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats, StatKey
+
+if TYPE_CHECKING:
+    from maze_lab.core.log_stats.stats_files import EpochAppender
 
 
 class LogStatsWriter(ABC):
@@ -21,6 +26,12 @@ class LogStatsWriter(ABC):
     @abstractmethod
     def write(self, prefix: str | None, step: int, stats: LogStats) -> None:
         """Write the statistics of one epoch (``step``) logged under ``prefix`` (e.g. train / eval)."""
+
+    def begin_epoch(self, step: int) -> None:
+        """The writes of epoch ``step`` follow (a writer that publishes whole epochs holds them back)."""
+
+    def end_epoch(self, step: int, completed: bool = True) -> None:
+        """Epoch ``step`` is complete (``completed``) or abandoned; a writer holding it back publishes or drops it."""
 
     def close(self) -> None:
         """Flush and release resources."""
@@ -34,6 +45,10 @@ def is_distribution(value: Any) -> bool:
 def _flat_samples(value: Sequence[Any]) -> np.ndarray:
     if len(value) == 0:
         return np.zeros(0, dtype=np.float64)
+    try:  # one conversion where all samples have one shape (the usual case): several times faster than per sample
+        return np.array(value, dtype=np.float64).ravel()  # a copy: the caller may reuse its arrays
+    except (TypeError, ValueError):
+        pass
     try:
         return np.concatenate([np.ravel(np.asarray(v, dtype=np.float64)) for v in value])
     except (TypeError, ValueError):
@@ -122,24 +137,93 @@ class TensorBoardWriter(LogStatsWriter):
         self._writer.close()
 
 
+class _Epoch:
+    """Writes held back by one thread between ``begin_epoch`` and ``end_epoch``."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.rows: list[tuple] = []
+        self.samples: list[tuple] = []
+
+
+def epoch_commit(writers: Iterable[LogStatsWriter], step: int) -> AbstractContextManager[None]:
+    """Group the writes of epoch ``step`` to ``writers`` made inside the block: each writer publishes them together
+    when the block ends, and drops them when it raises (readers never see half an epoch)."""
+    return _EpochCommit(writers, step)
+
+
+class _EpochCommit(AbstractContextManager):
+    """The context manager of :func:`epoch_commit` (each writer once, however often it is listed)."""
+
+    def __init__(self, writers: Iterable[LogStatsWriter], step: int):
+        self.writers = list({id(w): w for w in writers}.values())
+        self.step = step
+
+    def __enter__(self) -> None:
+        for w in self.writers:
+            w.begin_epoch(self.step)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        first: BaseException | None = None
+        for w in self.writers:
+            try:
+                w.end_epoch(self.step, completed=exc_type is None)
+            except Exception as err:  # noqa: BLE001 - every writer gets its epoch; the first error is raised
+                first = first or err
+        if first is not None and exc_type is None:
+            raise first
+
+
 class StatsStore(LogStatsWriter):
     """Append-only, thread-safe record of every epoch's statistics; the one place the UI reads from.
 
     Scalars are kept as rows; sample lists (actions, observations) are kept as arrays, capped at
     ``max_samples`` per statistic and epoch (an even subsample), for distribution plots.
+
+    Readers see whole epochs: writes made between :meth:`begin_epoch` and :meth:`end_epoch` (the trainers do this
+    through :func:`epoch_commit`) are published together, and :attr:`version` changes once per published epoch;
+    a write outside an epoch is published at once. With a ``directory``, every published epoch is appended to
+    ``<directory>/stats.arrows`` by a background thread (see :mod:`maze_lab.core.log_stats.stats_files`).
+
+    :param directory: where to persist the statistics as they are published (default: memory only).
     """
 
     COLUMNS = ("epoch", "prefix", "topic", "event", "name", "value")
 
-    def __init__(self, max_samples: int = 20_000):
+    def __init__(self, max_samples: int = 20_000, directory: str | Path | None = None):
         self.max_samples = max_samples
         self._rows: list[tuple] = []
         self._samples: list[tuple] = []
         self._lock = threading.Lock()
         self._version = 0
+        self._open: dict[int, _Epoch] = {}
+        self._appender: EpochAppender | None = None
+        self._source: tuple[Path, int] | None = None  # (stats.arrows, end of its last complete epoch) of load()
+        if directory is not None:
+            self.persist_to(directory)
+
+    # ---- writing -------------------------------------------------------------------------------------------
+    def persist_to(self, directory: str | Path) -> Path:
+        """Append every epoch published from now on to ``<directory>/stats.arrows``, off the calling thread; returns
+        the file's path. A store loaded from that file goes on after its last complete epoch; otherwise the file is
+        started anew, with the epochs published before written first."""
+        from maze_lab.core.log_stats.stats_files import STATS_FILE, EpochAppender
+
+        path = Path(directory) / STATS_FILE
+        with self._lock:
+            if self._appender is not None:
+                raise RuntimeError(f"this StatsStore already writes to {self._appender.path}")
+            if self._source is not None and self._source[1] > 0 and _same_file(self._source[0], path):
+                self._appender = EpochAppender(directory, resume_at=self._source[1])
+            else:
+                self._appender = EpochAppender(directory)
+                if self._rows or self._samples:
+                    self._appender.submit(list(self._rows), list(self._samples))
+            return self._appender.path
 
     def write(self, prefix: str | None, step: int, stats: LogStats) -> None:
-        """Append one epoch."""
+        """Add the statistics of epoch ``step``: held back until :meth:`end_epoch` where this thread opened an epoch,
+        published at once otherwise."""
         rows, samples = [], []
         for key, value in stats.items():
             ident = (int(step), prefix or "", key.topic, key.event_name, key.label)
@@ -153,18 +237,73 @@ class StatsStore(LogStatsWriter):
                 rows.append((*ident, float(value)))
             except (TypeError, ValueError):
                 continue
+        pending = self._open.get(threading.get_ident())
+        if pending is not None:
+            pending.rows.extend(rows)
+            pending.samples.extend(samples)
+            return
+        self._publish(rows, samples)
+
+    def begin_epoch(self, step: int) -> None:
+        """Hold back this thread's writes until :meth:`end_epoch` (nested calls join the outer epoch)."""
+        with self._lock:
+            self._open.setdefault(threading.get_ident(), _Epoch()).depth += 1
+
+    def end_epoch(self, step: int, completed: bool = True) -> None:
+        """Publish this thread's held-back writes as one epoch (``completed``) or drop them; raises
+        :class:`~maze_lab.core.log_stats.stats_files.StatsWriteError` where an earlier epoch could not be saved."""
+        ident = threading.get_ident()
+        with self._lock:
+            pending = self._open.get(ident)
+            if pending is None:
+                raise RuntimeError(f"end_epoch({step}) without begin_epoch in this thread")
+            pending.depth -= 1
+            if pending.depth > 0:
+                return
+            del self._open[ident]
+        if completed:
+            self._publish(pending.rows, pending.samples)
+
+    def _publish(self, rows: list[tuple], samples: list[tuple]) -> None:
         with self._lock:
             self._rows.extend(rows)
             self._samples.extend(samples)
             self._version += 1
+            appender = self._appender
+            if appender is not None:
+                appender.submit(rows, samples)
+        if appender is not None and appender.error is not None:
+            raise appender.error
 
     @property
+    def write_error(self) -> OSError | None:
+        """Why the statistics could not be saved (None while all is well)."""
+        return None if self._appender is None else self._appender.error
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every published epoch is on disk; raises ``StatsWriteError`` where one could not be written
+        and ``TimeoutError`` after ``timeout`` seconds. Without a directory there is nothing to wait for."""
+        if self._appender is not None:
+            self._appender.flush(timeout)
+
+    def close(self) -> None:
+        """Wait for the background writes and close the file (errors stay in :attr:`write_error`)."""
+        if self._appender is not None:
+            with contextlib.suppress(OSError):
+                self._appender.close()
+
+    # ---- reading -------------------------------------------------------------------------------------------
+    @property
     def version(self) -> int:
-        """Increments on every write; lets readers skip redraws when nothing changed."""
+        """Changes once per published epoch (or write outside an epoch); lets readers skip redraws."""
         return self._version
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def _snapshot(self) -> tuple[list[tuple], list[tuple], int]:
+        with self._lock:
+            return list(self._rows), list(self._samples), self._version
 
     def to_dataframe(self):
         """Long-format DataFrame: one row per (epoch, prefix, topic, event, name)."""
@@ -208,38 +347,46 @@ class StatsStore(LogStatsWriter):
             and (epoch is None or s[0] == epoch)
         ]
 
+    # ---- files ---------------------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write ``stats.parquet`` (scalars) and ``samples.npz`` (distributions) into ``directory``."""
+        """Write everything published so far to ``<directory>/stats.arrows`` at once (atomically: a consistent
+        snapshot taken under one lock); where the store already persists to ``directory``, wait for it instead."""
+        from maze_lab.core.log_stats.stats_files import STATS_FILE, write_stats_file
+
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / "stats.parquet"
-        tmp = path.with_suffix(".parquet.tmp")
-        self.to_dataframe().to_parquet(tmp, index=False)
-        tmp.replace(path)  # atomic: a crash never leaves a half-written stats file
-        with self._lock:
-            samples = list(self._samples)
-        if samples:
-            arrays = {f"s{i}": s[5] for i, s in enumerate(samples)}
-            meta = np.array([[str(x) for x in s[:5]] for s in samples], dtype=str)
-            tmp_npz = directory / "samples.tmp.npz"
-            np.savez_compressed(tmp_npz, meta=meta, **arrays)
-            tmp_npz.replace(directory / "samples.npz")
-        return path
+        appender = self._appender
+        if appender is not None and appender.path == directory / STATS_FILE:
+            appender.flush()
+            return appender.path
+        rows, samples, _ = self._snapshot()
+        return write_stats_file(directory, [(rows, samples)])
 
     @classmethod
-    def load(cls, directory: str | Path) -> StatsStore:
-        """Read a store saved by :meth:`save` (no code is executed from the files)."""
-        import pandas as pd
+    def load(cls, directory: str | Path, max_bytes: int | None = None) -> StatsStore:
+        """Read the statistics of a run directory: ``stats.arrows``, or ``stats.parquet`` + ``samples.npz`` of runs
+        written by earlier versions. Nothing in the files is executed; a file over ``max_bytes`` (default
+        ``stats_files.MAX_STATS_BYTES``, 2 GiB) is refused with a message naming it."""
+        from maze_lab.core.log_stats import stats_files as sf
 
         directory = Path(directory)
+        limit = sf.MAX_STATS_BYTES if max_bytes is None else int(max_bytes)
         store = cls()
-        df = pd.read_parquet(directory / "stats.parquet")
-        store._rows = [tuple(r) for r in df.itertuples(index=False, name=None)]
-        npz = directory / "samples.npz"
-        if npz.exists():
-            with np.load(npz, allow_pickle=False) as data:
-                meta = data["meta"]
-                for i, m in enumerate(meta):
-                    store._samples.append((int(m[0]), m[1], m[2], m[3], m[4], data[f"s{i}"]))
-        store._version = 1
+        path = directory / sf.STATS_FILE
+        if path.exists():
+            contents = sf.read_stats_file(path, limit)
+            store._rows, store._samples, store._version = contents.rows, contents.samples, contents.epochs
+            store._source = (path, contents.end)
+        elif (directory / sf.LEGACY_SCALARS_FILE).exists():
+            store._rows, store._samples = sf.read_legacy_stats(directory, limit)
+            store._version = 1
+        else:
+            raise FileNotFoundError(f"{directory} holds no statistics: neither {sf.STATS_FILE} nor "
+                                    f"{sf.LEGACY_SCALARS_FILE} (the run may not have finished an epoch yet)")
         return store
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
+    except OSError:
+        return False

@@ -3,6 +3,7 @@ and read without executing code from the file."""
 
 from __future__ import annotations
 
+import io
 import pickle
 import re
 import zipfile
@@ -25,7 +26,12 @@ class CheckpointWriteError(OSError):
 def _atomic_save(obj: Any, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        torch.save(obj, tmp)
+        # serialized in memory first: a full disk then fails in our write with ENOSPC ("No space left on device")
+        # instead of deep in torch's zip writer with a message that does not say why
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        with tmp.open("wb") as fh:
+            fh.write(buffer.getbuffer())
         tmp.replace(path)  # a crash never leaves a half-written checkpoint
     except (OSError, RuntimeError) as err:
         if tmp.is_file():
