@@ -1,10 +1,11 @@
 """The ``maze-lab`` command: demo, train, run (papermill), sweep, runs, rollout, lab; and ``maze-run``, which
 understands the command lines of the Maze framework and runs their maze-lab equivalent.
 
-Bad input (an unknown config group, option or key, a value of the wrong type, a directory that is not a run)
-ends with one line on stderr naming what is wrong and exit code 2; a failure while training shows its traceback
-and exits with 1. The configuration is composed and checked before torch or matplotlib are imported, so that bad
-input is reported within about a second.
+Bad input (an unknown config group, option or key, a value of the wrong type, a directory that is not a run, a
+damaged run, a refused checkpoint or configuration) ends with one line on stderr naming what is wrong and exit code
+2; ``--debug`` adds the traceback. A run whose build fails for any other reason is marked ``failed`` and reported in
+one line with exit code 1; a failure while training shows its traceback and exits with 1. The configuration is
+composed and checked before torch or matplotlib are imported, so that bad input is reported within about a second.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shlex
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,9 +36,23 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
     from omegaconf.errors import OmegaConfBaseException
 
     from maze_lab.core.utils.factory import ConfigurationError
-    from maze_lab.run.run_dir import NotARunDirectoryError
+    from maze_lab.run.run_dir import DamagedRunError, ExistingRunError, NotARunDirectoryError
 
-    return BadInput, ConfigurationError, NotARunDirectoryError, HydraException, OmegaConfBaseException
+    types: tuple[type[BaseException], ...] = (BadInput, ConfigurationError, NotARunDirectoryError, DamagedRunError,
+                                              ExistingRunError, HydraException, OmegaConfBaseException)
+    # a CheckpointError can only have been raised where its module (which imports torch) is loaded
+    checkpoints = sys.modules.get("maze_lab.train.trainers.common.checkpoints")
+    if checkpoints is not None:
+        types += (checkpoints.CheckpointError,)
+    return types
+
+
+def _report(args: argparse.Namespace, err: BaseException, context: str = "") -> None:
+    """One line on stderr for ``err`` (the traceback before it with ``--debug``)."""
+    if getattr(args, "debug", False):
+        traceback.print_exception(err, file=sys.stderr)
+    hint = "" if getattr(args, "debug", False) else " (--debug shows the traceback)"
+    print(f"maze-lab {args.command}: error: {_one_line(err)}{context}{hint if context else ''}", file=sys.stderr)
 
 
 # ---- demo ----------------------------------------------------------------------------------------------------
@@ -79,16 +95,20 @@ def _train(args: argparse.Namespace) -> int:
     if args.threads is not None:
         overrides["torch_threads"] = args.threads
     rc = RunContext(**components, overrides=overrides, experiment=experiment, config_module=args.config_module,
-                    silent=args.silent)
+                    silent=args.silent, trust=args.trust)
     print(f"maze-lab train: {rc.training_plan()}", flush=True)
     try:
         try:
             rc.trainer  # noqa: B018 - build envs and model first: errors here are errors of the configuration
-        except ValueError as err:
-            from maze_lab.run.run_dir import RunDirectory
-
-            RunDirectory(rc.run_dir).write_summary(status="failed", error=f"{type(err).__name__}: {err}")
-            raise BadInput(f"{_one_line(err)} (run directory: {rc.run_dir})") from err
+        except KeyboardInterrupt:
+            print(f"\nmaze-lab train: interrupted while building the run; run directory: {_made_run_dir(rc)}",
+                  file=sys.stderr)
+            return 130
+        except Exception as err:  # noqa: BLE001 - any failed build: one line, the run directory says `failed`
+            _report(args, err, f" (the run could not be built; run directory {_made_run_dir(rc)}, marked failed)")
+            # a value the run cannot use (a config value, a refused or corrupt checkpoint) is bad input; anything
+            # else (an error in the env's own code) is a failure
+            return EXIT_BAD_INPUT if isinstance(err, (ValueError, *_bad_input_types())) else 1
         print(f"maze-lab train: run directory {rc.run_dir}", flush=True)
         try:
             rc.train()
@@ -103,6 +123,12 @@ def _train(args: argparse.Namespace) -> int:
     print(_rewards_line(summary))
     print(f"run directory: {rc.run_dir}")
     return 0
+
+
+def _made_run_dir(rc: Any) -> Path | str:
+    """The run directory of ``rc`` where one was made."""
+    run = getattr(rc, "_run", None)
+    return run.run_directory.path if run is not None else "none made"
 
 
 def _read_summary(run_dir: Path) -> dict[str, Any]:
@@ -277,7 +303,12 @@ def _runs(args: argparse.Namespace) -> int:
         return 0
     columns = ["created", "experiment", "status", "algorithm", "env", "epoch", "env_steps", "best_eval_reward",
                "final_train_reward", "run_dir"]
+    damaged = df[df.status == "damaged"]
     print(df[columns].to_string(index=False))
+    if not damaged.empty:
+        print(f"\n{len(damaged)} damaged run director{'y' if len(damaged) == 1 else 'ies'}:")
+        for run_dir, reason in zip(damaged.run_dir, damaged.reason, strict=True):
+            print(f"  {run_dir}: {reason}")
     return 0
 
 
@@ -285,7 +316,7 @@ def _runs(args: argparse.Namespace) -> int:
 def _rollout(args: argparse.Namespace) -> int:
     from maze_lab.run.runs import load_run
 
-    run = load_run(args.run_dir)
+    run = load_run(args.run_dir, trust=args.trust)
     try:
         result = run.rollout(n_episodes=args.episodes, which=args.which, deterministic=not args.sample,
                              seed=args.seed, record_trajectory=not args.no_record)
@@ -405,19 +436,28 @@ _OVERRIDES_HELP = ("Hydra-style overrides: group=option (env=gym_env, algorithm=
                    "n_epochs=5)")
 
 
+_TRUST_HELP = ("a module (my_project) or dotted name of your own that the run's config.yaml may instantiate; "
+               "repeatable. Without it a run from disk instantiates only maze-lab's own classes and env factories, "
+               "torch.nn modules and Gymnasium env ids")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per task."""
     parser = argparse.ArgumentParser(prog="maze-lab", description="maze-lab: a Jupyter-first RL workbench")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="random episodes through the full wrapper stack, statistics printed")
+    demo = sub.add_parser("demo", parents=[common],
+                          help="random episodes through the full wrapper stack, statistics printed")
     demo.add_argument("--env", default="CartPole-v1", help="Gymnasium env id")
     demo.add_argument("--epochs", type=int, default=2)
     demo.add_argument("--episodes", type=int, default=5, help="episodes per epoch")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=_demo)
 
-    train = sub.add_parser("train", help="train headless from the config groups; prints the run directory",
+    train = sub.add_parser("train", parents=[common],
+                           help="train headless from the config groups; prints the run directory",
                            description="Train headless. " + _OVERRIDES_HELP + ".")
     train.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="group=option or dotted.key=value")
     train.add_argument("--experiment", help="experiment file (config group 'experiment')")
@@ -425,10 +465,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--silent", action="store_true", help="no console statistics tables")
     train.add_argument("--threads", type=int, default=None,
                        help="torch threads while training (default: the config's torch_threads, 1)")
+    train.add_argument("--trust", action="append", metavar="MODULE",
+                       help="with input_dir=RUN_DIR: " + _TRUST_HELP)
     train.add_argument("-cn", "--config-name", help=argparse.SUPPRESS)  # Maze's `-cn conf_train`
     train.set_defaults(func=_train)
 
-    run = sub.add_parser("run", help="execute a parameterised notebook with papermill into a run directory",
+    run = sub.add_parser("run", parents=[common],
+                         help="execute a parameterised notebook with papermill into a run directory",
                          description="Execute NOTEBOOK with papermill into a new run directory; the executed "
                                      "notebook is saved there.")
     run.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
@@ -439,7 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kernel", help="Jupyter kernel name (default: the notebook's)")
     run.set_defaults(func=_run)
 
-    sweep = sub.add_parser("sweep", help="grid over comma-separated values; prints a comparison table",
+    sweep = sub.add_parser("sweep", parents=[common],
+                           help="grid over comma-separated values; prints a comparison table",
                            description="Train one run per combination of the comma-separated values "
                                        "(algorithm.lr=0.001,0.0005 algorithm=ppo,a2c); other overrides apply "
                                        "to every run.")
@@ -450,7 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("-cn", "--config-name", help=argparse.SUPPRESS)  # Maze's `-cn conf_train`
     sweep.set_defaults(func=_sweep)
 
-    runs = sub.add_parser("runs", help="list the run directories under a base directory",
+    runs = sub.add_parser("runs", parents=[common],
+                          help="list the run directories under a base directory",
                           description="List runs. Every run goes to one place unless told otherwise: "
                                       "$MAZE_LAB_OUTPUTS where set, else <project root>/outputs, where the project "
                                       "root is the nearest directory at or above the working directory with a .git, "
@@ -458,13 +503,15 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--base", default=None, help="base directory (default: the default location of runs)")
     runs.set_defaults(func=_runs)
 
-    rollout = sub.add_parser("rollout", help="roll out a run's trained policy and record its episodes")
+    rollout = sub.add_parser("rollout", parents=[common],
+                             help="roll out a run's trained policy and record its episodes")
     rollout.add_argument("run_dir", help="a run directory (outputs/<experiment>/<timestamp>)")
     rollout.add_argument("--episodes", type=int, default=1, help="number of episodes (default 1)")
     rollout.add_argument("--which", choices=["best", "last"], default="best", help="checkpoint to use")
     rollout.add_argument("--sample", action="store_true", help="sample actions instead of the most likely ones")
     rollout.add_argument("--seed", type=int, default=None, help="seed of the episodes")
     rollout.add_argument("--no-record", action="store_true", help="do not record trajectories")
+    rollout.add_argument("--trust", action="append", metavar="MODULE", help=_TRUST_HELP)
     rollout.set_defaults(func=_rollout)
 
     lab = sub.add_parser("lab", help="start JupyterLab on the project; other options go to JupyterLab",
@@ -495,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return func(args)
     except _bad_input_types() as err:
-        print(f"maze-lab {args.command}: error: {_one_line(err)}", file=sys.stderr)
+        _report(args, err)
         return EXIT_BAD_INPUT
 
 

@@ -65,9 +65,18 @@ class Kernel:
             elif kind == "error":
                 cell.error = content
         cell.wall = time.perf_counter() - t0
-        reply = self.kc.get_shell_msg(timeout=timeout)
-        cell.status = reply["content"]["status"]
+        cell.status = self._reply(msg_id, deadline)["content"]["status"]
         return cell
+
+    def _reply(self, msg_id: str, deadline: float) -> dict:
+        """The shell reply to ``msg_id``. Replies to other requests are skipped: ``wait_for_ready`` sends a
+        kernel_info request every second until one is answered, so a kernel slow to start (a loaded machine)
+        leaves extra kernel_info replies queued, and taking the next reply would give each cell the status of an
+        earlier request (a failing cell would read as "ok")."""
+        while True:
+            reply = self.kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
 
     def ok(self, code: str, timeout: float = 120.0) -> Cell:
         """Execute a cell that must succeed."""
@@ -80,7 +89,7 @@ class Kernel:
         cell = self.ok(f"import json as _json; print(_json.dumps({expr}, default=str))")
         return json.loads(cell.stdout.strip().splitlines()[-1])
 
-    def wait_for(self, expr: str, timeout: float = 60.0) -> Any:
+    def wait_for(self, expr: str, timeout: float = 300.0) -> Any:
         """Poll an expression from cells until it is true."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -120,6 +129,15 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Kernel:
     km.shutdown_kernel(now=True)
 
 
+def test_a_cell_gets_its_own_reply_when_other_replies_are_queued(kernel: Kernel) -> None:
+    """A kernel slow to start leaves extra kernel_info replies queued (``wait_for_ready`` asks every second); a
+    failing cell must still read as failed, not take the "ok" of a reply queued before its own."""
+    kernel.kc.kernel_info()  # its reply arrives before the next cell's, as a stale one would
+    failed = kernel.run("raise ValueError('this cell fails')")
+    assert failed.status == "error" and failed.error["ename"] == "ValueError"
+    assert kernel.ok("1 + 1").result == "2"
+
+
 def test_background_run_in_kernel_stop_and_resume(kernel: Kernel) -> None:
     kernel.ok("rc = RunContext(overrides=TINY, silent=True)")
     start = kernel.ok("handle = rc.train_async(500)")
@@ -149,7 +167,7 @@ def test_background_run_in_kernel_stop_and_resume(kernel: Kernel) -> None:
     assert kernel.value("handle.status") == "running"
 
     # stop leaves a checkpoint; a new run resumes from it
-    kernel.ok("ckpt = handle.stop()\nhandle_b.stop()")
+    kernel.ok("ckpt = handle.stop(timeout=None)\nhandle_b.stop(timeout=None)", timeout=600)
     assert kernel.value("handle.status") == "stopped"
     ckpt = Path(kernel.value("str(ckpt)"))
     assert ckpt.is_file()

@@ -321,7 +321,11 @@ def build_algorithm_config(cfg: DictConfig) -> Any:
 
 def validate_config(cfg: DictConfig) -> None:
     """Check a composed configuration as far as can be done without building envs or importing torch."""
-    build_algorithm_config(cfg)
+    algorithm = build_algorithm_config(cfg)
+    epochs = getattr(algorithm, "n_epochs", 0)
+    if isinstance(epochs, int) and epochs < 0:
+        key = "n_epochs" if cfg.get("n_epochs") is not None else "algorithm.n_epochs"
+        raise ConfigurationError(f"{key} must be >= 0 (0 or null: until early stopping), got {epochs}")
     runner = cfg.runner
     if runner.get("vector_env") not in ("sequential", "subprocess"):
         raise ConfigurationError(f"runner.vector_env must be 'sequential' (runner=dev) or 'subprocess' (runner=local), "

@@ -9,15 +9,23 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
-from maze_lab.core.utils.factory import ConfigurationError, Factory
+from maze_lab.core.utils.factory import ConfigurationError, Factory, TrustPolicy, config_names
 from maze_lab.run.config import GROUPS, build_algorithm_config, compose_config, training_plan, validate_config
-from maze_lab.run.run_dir import RunDirectory, new_run_dir, versions
+from maze_lab.run.run_dir import (
+    MARKER,
+    RUN_OUTPUTS,
+    DamagedRunError,
+    ExistingRunError,
+    RunDirectory,
+    new_run_dir,
+    versions,
+)
 
 FROM_CONFIG: Literal["config"] = "config"
 """Default of ``torch_threads`` arguments: the run config's ``torch_threads`` (1 unless overridden)."""
@@ -50,12 +58,18 @@ class RunContext:
     :param silent: no console statistics tables.
     :param multirun: treat list values in ``overrides`` as a grid (one run per combination).
     :param n_jobs: for grids: runs in parallel worker processes.
+    :param trust: when resuming (``input_dir``): modules or dotted names of your own that the earlier run's
+        ``config.yaml`` may name besides maze-lab's own classes and the names of this run's configuration (see
+        ``maze_lab.core.utils.factory.TrustPolicy``).
+    :param overwrite: allow ``run_dir`` to be an existing run whose results are then replaced (without it, an
+        existing run is refused unless this run resumes from it: ``overrides={"input_dir": run_dir}``).
     """
 
     def __init__(self, env: Any = None, wrappers: Any = None, model: Any = None, critic: Any = None,
                  algorithm: Any = None, runner: Any = None, overrides: Mapping[str, Any] | None = None,
                  experiment: str | None = None, config_module: str | list[str] | None = None,
-                 run_dir: str | Path | None = None, silent: bool = False, multirun: bool = False, n_jobs: int = 1):
+                 run_dir: str | Path | None = None, silent: bool = False, multirun: bool = False, n_jobs: int = 1,
+                 trust: Iterable[str] | str | None = None, overwrite: bool = False):
         components = {"env": env, "wrappers": wrappers, "model": model, "critic": critic, "algorithm": algorithm,
                       "runner": runner}
         self._objects = {k: v for k, v in components.items() if _is_object(v)}
@@ -86,8 +100,11 @@ class RunContext:
             if "algorithm" not in self._objects:
                 validate_config(cfg)  # before anything heavy is imported or any directory is made
             if cfg.get("input_dir"):
-                RunDirectory.open(cfg.input_dir)  # refuse a directory that is not a run before creating one
+                # refuse a directory that is not a run, or one whose config names untrusted code, before making one
+                _check_resume_source(RunDirectory.open(cfg.input_dir), cfg, trust, self._config_modules)
         self._requested_run_dir = Path(run_dir) if run_dir is not None else None
+        self._previous = _previous_results(self._requested_run_dir, self.config, overwrite) \
+            if self._requested_run_dir is not None and not multirun else "none"
         self._run: _Run | None = None
         self.runs: list[_Run] = []
 
@@ -100,7 +117,7 @@ class RunContext:
             raise ConfigurationError("this RunContext is a grid (multirun=True): use train() for all runs, or "
                                      "index rc.runs after training")
         if self._run is None:
-            self._run = _Run(self.config, self._objects, self._requested_run_dir, self.silent)
+            self._run = _Run(self.config, self._objects, self._requested_run_dir, self.silent, self._previous)
             self.runs = [self._run]
         return self._run
 
@@ -126,6 +143,7 @@ class RunContext:
 
     def training_plan(self, n_epochs: int | None = None) -> str:
         """How long ``train(n_epochs)`` trains, in one line (a number of epochs, or until early stopping)."""
+        _check_n_epochs(n_epochs)
         if "algorithm" in self._objects:
             obj = self._objects["algorithm"]
             epochs = n_epochs if n_epochs is not None else obj.n_epochs
@@ -146,6 +164,7 @@ class RunContext:
             ``torch_threads`` (1), None keeps torch's default. As for ``train_async``: one thread is fastest for the
             small networks of RL on CPU.
         """
+        _check_n_epochs(n_epochs)
         threads = self._torch_threads(torch_threads)
         if self.multirun:
             with torch_threads_of_this_thread(threads):
@@ -163,6 +182,7 @@ class RunContext:
             for the small networks of RL on CPU: with more, OpenMP runs a second thread pool beside the kernel's and
             small ops get several times slower.
         """
+        _check_n_epochs(n_epochs)
         run = self._single()
         return run.start_async(n_epochs, self._torch_threads(torch_threads))
 
@@ -233,6 +253,84 @@ class RunContext:
         return table
 
 
+def _check_n_epochs(n_epochs: Any) -> None:
+    """Refuse an ``n_epochs`` argument that is not a count of epochs."""
+    if n_epochs is None:
+        return
+    if isinstance(n_epochs, bool) or not isinstance(n_epochs, int):
+        raise ConfigurationError(f"n_epochs must be an int >= 0 (0 or None: until early stopping), got "
+                                 f"{type(n_epochs).__name__} {n_epochs!r}")
+    if n_epochs < 0:
+        raise ConfigurationError(f"n_epochs must be >= 0 (0 or None: until early stopping), got {n_epochs}")
+
+
+def _check_resume_source(source: RunDirectory, cfg: DictConfig, trust: Iterable[str] | str | None,
+                         config_modules: list[str]) -> None:
+    """Refuse to resume from a run whose ``config.yaml`` names anything off the allow-list.
+
+    Resuming reads only the earlier run's checkpoint (weights only) and builds everything from this run's own
+    configuration; the check keeps one rule for everything read from a run directory. Trusted besides the
+    allow-list: ``trust``, the packages of ``config_modules`` and every name this run's configuration uses.
+    """
+    if not source.config_file.exists():
+        raise DamagedRunError(f"{source.path} has no config.yaml; a run directory to resume from holds the "
+                              f"config.yaml and checkpoints its run wrote")
+    own = [name for _, name in config_names(OmegaConf.to_container(cfg), ("env", "wrappers", "model"))
+           if isinstance(name, str)]
+    policy = TrustPolicy(trust, source=str(source.config_file),
+                         how_to_allow="RunContext(..., trust=['{name}']) or `maze-lab train input_dir=RUN_DIR "
+                                      "--trust {name}`")
+    policy = policy.extended([*own, *(m.split(".", 1)[0] for m in config_modules)])
+    policy.check_config(source.read_config(), ("env", "wrappers", "model"))
+
+
+def _previous_results(run_dir: Path, cfg: DictConfig, overwrite: bool) -> Literal["none", "continue", "replace"]:
+    """What to do with the results of an earlier run in ``run_dir``: none there, continue them (this run resumes from
+    that directory) or replace them (``overwrite=True``); anything else is refused."""
+    existing = RunDirectory(run_dir)
+    if not existing.has_results():
+        return "none"
+    source = cfg.get("input_dir")
+    if source and Path(source).resolve() == run_dir.resolve():
+        return "continue"
+    if overwrite:
+        return "replace"
+    status = "unknown"
+    if existing.summary_file.exists():
+        with contextlib.suppress(DamagedRunError, OSError):
+            status = existing.read_summary().get("status", "unknown")
+    raise ExistingRunError(
+        f"run_dir {run_dir} already holds a run (status {status}); training into it would overwrite its statistics "
+        f"and checkpoints. Give a new run_dir (or none: a fresh <log_base_dir>/<experiment>/<timestamp>), resume from "
+        f"it with overrides={{'input_dir': '{run_dir}'}}, or pass overwrite=True to replace it")
+
+
+def _remove_results(run_directory: RunDirectory) -> None:
+    """Delete what an earlier run wrote into ``run_directory`` (``overwrite=True``): only maze-lab's own files."""
+    import shutil
+
+    for name in (*RUN_OUTPUTS, MARKER):
+        target = run_directory.path / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+
+
+def _previous_statistics(path: Path) -> Any:
+    """The statistics of the run in ``path`` as a StatsStore that goes on appending to ``path`` (None: none yet)."""
+    from maze_lab.core.log_stats.writers import StatsStore
+
+    try:
+        store = StatsStore.load(path)
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError) as err:
+        raise DamagedRunError(f"cannot continue the statistics of {path}: {err}") from err
+    store.persist_to(path)  # writes the earlier epochs first, then every new one
+    return store
+
+
 def _train_config_in_worker(config: dict, n_epochs: int | None) -> str:
     """Worker-process entry point of parallel grids."""
     import torch
@@ -255,7 +353,8 @@ class RunFailedError(RuntimeError):
 class _Run:
     """Builds and owns the parts of one run: envs, model, trainer, writers, run directory."""
 
-    def __init__(self, config: DictConfig, objects: dict[str, Any], run_dir: Path | None, silent: bool):
+    def __init__(self, config: DictConfig, objects: dict[str, Any], run_dir: Path | None, silent: bool,
+                 previous: Literal["none", "continue", "replace"] = "none"):
         self.config = config
         self.objects = objects
         self.silent = silent
@@ -263,6 +362,9 @@ class _Run:
         path = run_dir if run_dir is not None else new_run_dir(cfg.log_base_dir, cfg.experiment)
         path.mkdir(parents=True, exist_ok=True)
         self.run_directory = RunDirectory(path)
+        if previous == "replace":
+            _remove_results(self.run_directory)
+        previous_stats = _previous_statistics(path) if previous == "continue" else None
         self._write_config()
         # versions() imports torch (about a second): it is recorded when the run is built, which for a background
         # run happens in the training thread, so that train_async() returns at once
@@ -270,7 +372,8 @@ class _Run:
                                          created=time.strftime("%Y-%m-%dT%H:%M:%S"), objects=sorted(objects))
         from maze_lab.core.log_stats.writers import StatsStore
 
-        self.store = StatsStore()
+        # each finished epoch is appended to stats.arrows, off this thread (after those of the run it continues)
+        self.store = StatsStore(directory=path) if previous_stats is None else previous_stats
         self._trainer = None
         self._build_lock = threading.Lock()
         self.handle: RunHandle | None = None
@@ -292,11 +395,29 @@ class _Run:
 
     @property
     def trainer(self) -> Any:
-        """The trainer, built on first use."""
+        """The trainer, built on first use; a build that fails marks the run ``failed`` (``interrupted`` for Ctrl-C)."""
         with self._build_lock:
             if self._trainer is None:
-                self._trainer = self._build()
+                try:
+                    self._trainer = self._build()
+                except BaseException as err:
+                    self._build_failed(err)
+                    raise
             return self._trainer
+
+    def _build_failed(self, err: BaseException) -> None:
+        """Close what a failed build started and record in the summary why the run never trained."""
+        for part in (getattr(self, "train_env", None), getattr(self, "eval_env", None), *getattr(self, "writers", [])):
+            if part is not None and part is not self.store:
+                with contextlib.suppress(Exception):
+                    part.close()
+        self.train_env = self.eval_env = None
+        interrupted = isinstance(err, KeyboardInterrupt)
+        with contextlib.suppress(Exception):  # the build's own error is the one to report
+            self.run_directory.write_summary(
+                status="interrupted" if interrupted else "failed", finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                error=None if interrupted else "".join(traceback.format_exception(err)),
+                reason=" ".join(f"{type(err).__name__}: {err}".split())[:1000])
 
     def _build(self) -> Any:
         import torch
@@ -317,11 +438,11 @@ class _Run:
         if venv_cls is None:
             raise ConfigurationError(f"runner.vector_env must be 'sequential' or 'subprocess', got "
                                      f"'{runner.vector_env}'")
-        train_env = venv_cls([self.env_factory(i, "train") for i in range(int(runner.concurrency))],
-                             logging_prefix="train", writers=writers)
-        eval_env = SequentialVectorEnv([self.env_factory(i, "eval") for i in range(int(runner.eval_concurrency))],
-                                       logging_prefix="eval", writers=writers)
-        self.train_env, self.eval_env = train_env, eval_env
+        train_env = self.train_env = venv_cls([self.env_factory(i, "train") for i in range(int(runner.concurrency))],
+                                              logging_prefix="train", writers=writers)
+        eval_env = self.eval_env = SequentialVectorEnv(
+            [self.env_factory(i, "eval") for i in range(int(runner.eval_concurrency))], logging_prefix="eval",
+            writers=writers)
         algorithm = self._algorithm_config()
         model = self._model(train_env)
         evaluator = RolloutEvaluator(eval_env, n_episodes=algorithm.eval_repeats,
@@ -330,8 +451,11 @@ class _Run:
         trainer = trainer_cls(algorithm, model, env=train_env, evaluator=evaluator, writers=writers,
                               checkpoint_dir=self.run_directory.checkpoint_dir)
         if cfg.input_dir:
+            from maze_lab.run.runs import corrupt_checkpoint_errors
+
             source = RunDirectory.open(cfg.input_dir)
-            trainer.load_checkpoint(source.last_checkpoint)
+            with corrupt_checkpoint_errors(source.last_checkpoint):
+                trainer.load_checkpoint(source.last_checkpoint)
             self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=trainer.epoch)
         trainer.callbacks.append(self._on_epoch)
         return trainer
@@ -367,7 +491,6 @@ class _Run:
 
     # ---- running -------------------------------------------------------------------------------------------
     def _on_epoch(self, trainer: Any, stats: Any) -> None:
-        self.store.save(self.run_directory.path)
         ms = trainer.model_selection
         self.run_directory.write_summary(
             epoch=trainer.epoch, env_steps=trainer.env_steps, last_eval_reward=trainer.last_eval_reward,
@@ -377,23 +500,26 @@ class _Run:
         """Train in this thread; the summary records how the run ended."""
         run_dir = self.run_directory
         run_dir.write_summary(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%S"))
-        status, error = "failed", None
+        status, error, reason = "failed", None, None
         try:
             trainer = self.trainer
             trainer.train(n_epochs)
+            self.store.flush()  # a run whose statistics could not be saved has failed
             status = "stopped" if trainer.stop_reason == "stopped" else "done"
         except KeyboardInterrupt:
             status = "interrupted"  # the checkpoint of the last finished epoch stays as it is
             raise
         except BaseException as err:
             error = "".join(traceback.format_exception(err))
+            reason = " ".join(f"{type(err).__name__}: {err}".split())[:1000]
             raise
         finally:
-            self.store.save(run_dir.path)
+            with contextlib.suppress(Exception):  # already raised above where it failed
+                self.store.flush()  # the epochs published so far are on disk before the summary says how it ended
             self._flush_event_logs()
             trainer = self._trainer
             fields: dict[str, Any] = {"status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                      "error": error}
+                                      "error": error, "reason": reason}
             if trainer is not None:
                 fields.update(epoch=trainer.epoch, env_steps=trainer.env_steps, stop_reason=trainer.stop_reason,
                               last_eval_reward=trainer.last_eval_reward,
@@ -452,13 +578,23 @@ class _EnvFactory:
     """Builds one env of a run: the configured (or given) env, its wrappers, monitoring and statistics.
 
     :param log_dir: where the env's TSV event logs go (None: no event logs).
+    :param trust: for a configuration read from disk: the allow-list of what it may instantiate (None: anything,
+        for configurations of the caller's own).
+    :param trust_config: the whole configuration, to name the key of a refused name.
     """
 
-    def __init__(self, env_cfg: dict, wrappers_cfg: dict, user_factory: Callable | None, log_dir: str | None):
+    def __init__(self, env_cfg: dict, wrappers_cfg: dict, user_factory: Callable | None, log_dir: str | None,
+                 trust: TrustPolicy | None = None, trust_config: Mapping[str, Any] | None = None):
         self.env_cfg, self.wrappers_cfg, self.user_factory, self.log_dir = env_cfg, wrappers_cfg, user_factory, log_dir
+        self.trust, self.trust_config = trust, trust_config
 
     def build_env(self) -> Any:
         """The env with its configured wrappers only."""
+        if self.trust is not None:
+            return self.trust.run(self._build_env, self.trust_config)
+        return self._build_env()
+
+    def _build_env(self) -> Any:
         from maze_lab.core.wrappers.wrapper import wrap_env
 
         env = self.user_factory() if self.user_factory is not None else Factory().instantiate(self.env_cfg)
@@ -509,8 +645,14 @@ def _set_torch_threads_of_this_thread(n: int) -> None:
 class RunHandle:
     """A training run in a background thread of the kernel: status, progress, pause/resume/stop, live stats.
 
-    Statuses: ``starting``, ``running``, ``paused``, ``stopping``, then ``done``, ``stopped`` or ``failed``.
+    Statuses: ``starting``, ``running``, ``paused``, ``stopping``, then ``done``, ``stopped`` or ``failed``. Every
+    change of status happens under one lock, and a final status is set before the thread counts as ended: once
+    ``running`` is False (or ``wait()`` returns), the status is final and never changes again; a ``stop()`` that
+    meets a run as it fails leaves it ``failed``.
     """
+
+    FINAL = ("done", "stopped", "failed")
+    """The statuses of a run that has ended."""
 
     def __init__(self, run: _Run, n_epochs: int | None, torch_threads: int | None = 1):
         self._run = run
@@ -519,6 +661,9 @@ class RunHandle:
         self.exception: BaseException | None = None
         self.traceback: str | None = None
         self._status = "starting"
+        self._lock = threading.Lock()
+        self._stop_requested = False
+        self._built = threading.Event()  # the trainer exists, or the thread ended without one
         self._done = threading.Event()
         # the thread runs in a copy of the caller's context: Jupyter kernels keep the cell a print belongs to in a
         # context variable, so the run's output (a failure's traceback) shows under the cell that started it
@@ -528,30 +673,45 @@ class RunHandle:
         self._thread.start()
 
     def _main(self) -> None:
+        final, failure = "failed", None
         try:
             if self.torch_threads is not None:
                 _set_torch_threads_of_this_thread(self.torch_threads)
             trainer = self._run.trainer
-            self._target_epochs = trainer.epoch + (self.n_epochs if self.n_epochs is not None
-                                                   else trainer.config.n_epochs)
-            self._status = "running"
+            with self._lock:
+                self._target_epochs = trainer.epoch + (self.n_epochs if self.n_epochs is not None
+                                                       else trainer.config.n_epochs)
+                if self._stop_requested:
+                    trainer.request_stop()  # asked for while the run was being built: honoured before any update
+                elif self._status == "starting":
+                    self._status = "running"
+                self._built.set()
             self._run.train(self.n_epochs)
-            self._status = "stopped" if trainer.stop_reason == "stopped" else "done"
+            final = "stopped" if trainer.stop_reason == "stopped" else "done"
         except BaseException as err:  # noqa: BLE001 - the kernel must survive anything the run raises
-            self.exception = err
-            self.traceback = "".join(traceback.format_exception(err))
-            self._status = "failed"
-            print(f"maze-lab: background run {self.run_dir} failed:\n{self.traceback}", file=sys.stderr, flush=True)
+            failure = err
         finally:
-            self._done.set()
+            with self._lock:
+                if failure is not None:
+                    self.exception = failure
+                    self.traceback = "".join(traceback.format_exception(failure))
+                self._status = final
+            try:
+                if failure is not None:  # shown under the cell that started the run before the run counts as ended
+                    print(f"maze-lab: background run {self.run_dir} failed:\n{self.traceback}", file=sys.stderr,
+                          flush=True)
+            finally:
+                self._built.set()
+                self._done.set()
 
     # ---- state ---------------------------------------------------------------------------------------------
     @property
     def status(self) -> str:
         """Current status."""
-        if self._status == "running" and self._run._trainer is not None and self._run._trainer.paused:
+        status = self._status
+        if status == "running" and self._run._trainer is not None and self._run._trainer.paused:
             return "paused"
-        return self._status
+        return status
 
     @property
     def running(self) -> bool:
@@ -610,26 +770,30 @@ class RunHandle:
             trainer.resume()
 
     def stop(self, timeout: float | None = 60.0) -> Path | None:
-        """Stop after the current update; a checkpoint is written. Returns the checkpoint path."""
-        if self.running:
+        """Stop after the current update (a run still being built stops before its first update); a checkpoint is
+        written. Waits up to ``timeout`` seconds for the run to end; returns the checkpoint path."""
+        with self._lock:
+            if self._status in self.FINAL:
+                return self.latest_checkpoint
+            self._stop_requested = True  # the training thread passes it on where the trainer is still being built
             self._status = "stopping"
-            trainer = self._wait_for_trainer()
-            if trainer is not None:
-                trainer.request_stop()
-            self._done.wait(timeout)
+            trainer = self._run._trainer
+        if trainer is not None:
+            trainer.request_stop()
+        self._done.wait(timeout)
         return self.latest_checkpoint
 
     def wait(self, timeout: float | None = None) -> str:
         """Block until the run ends (or the timeout passes); raises RunFailedError where it failed."""
         self._done.wait(timeout)
-        if self._status == "failed":
-            raise RunFailedError(f"the run in {self.run_dir} failed:\n{self.traceback}")
+        with self._lock:
+            failed, tb = self._status == "failed", self.traceback
+        if failed:
+            raise RunFailedError(f"the run in {self.run_dir} failed:\n{tb}")
         return self.status
 
     def _wait_for_trainer(self, timeout: float = 120.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while self._run._trainer is None and self.running and time.monotonic() < deadline:
-            time.sleep(0.01)
+        self._built.wait(timeout)
         return self._run._trainer
 
     def __repr__(self) -> str:

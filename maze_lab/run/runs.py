@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from maze_lab.run.run_dir import MARKER, RunDirectory
+from maze_lab.core.utils.factory import TrustPolicy
+from maze_lab.run.run_dir import MARKER, DamagedRunError, RunDirectory
 
 
 def list_runs(base_dir: str | Path | None = None) -> Any:
     """All run directories under ``base_dir`` (newest first) with status, seed and metrics.
+
+    A run directory whose files cannot be read (an empty or invalid summary, an invalid ``config.yaml``, truncated
+    statistics) is listed with status ``damaged`` and the ``reason``; the others list as usual.
 
     :param base_dir: default: the default location of runs (``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``;
         see ``maze_lab.run.run_dir.default_outputs_dir``), where the CLI and notebooks put them.
@@ -28,22 +33,41 @@ def list_runs(base_dir: str | Path | None = None) -> Any:
 
 
 _COLUMNS = ["run_dir", "experiment", "status", "created", "seed", "algorithm", "env", "epoch", "env_steps",
-            "best_eval_reward", "last_eval_reward", "final_train_reward"]
+            "best_eval_reward", "last_eval_reward", "final_train_reward", "reason"]
+
+_SUMMARY_FIELDS = ("experiment", "status", "created", "seed", "epoch", "env_steps", "best_eval_reward",
+                   "last_eval_reward", "final_train_reward")
+
+
+def _get(cfg: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(cfg, Mapping):
+            return None
+        cfg = cfg.get(key)
+    return cfg
+
+
+def _short(value: Any) -> str | None:
+    return str(value).rsplit(".", 1)[-1] or None if value else None
 
 
 def _row(run: RunDirectory) -> dict[str, Any]:
-    summary = run.read_summary()
-    algorithm = env = None
-    if run.config_file.exists():
-        cfg = OmegaConf.load(run.config_file)
-        algorithm = str(OmegaConf.select(cfg, "algorithm._target_", default="")).rsplit(".", 1)[-1] or None
-        env = OmegaConf.select(cfg, "env.name", default=None) or \
-            str(OmegaConf.select(cfg, "env._target_", default="")).rsplit(".", 1)[-1] or None
-    return {"run_dir": str(run.path), "experiment": summary.get("experiment"), "status": summary.get("status"),
-            "created": summary.get("created"), "seed": summary.get("seed"), "algorithm": algorithm, "env": env,
-            "epoch": summary.get("epoch"), "env_steps": summary.get("env_steps"),
-            "best_eval_reward": summary.get("best_eval_reward"), "last_eval_reward": summary.get("last_eval_reward"),
-            "final_train_reward": summary.get("final_train_reward")}
+    """One row of the runs table; a run whose files cannot be read is ``damaged`` with the reason."""
+    row: dict[str, Any] = dict.fromkeys(_COLUMNS)
+    row["run_dir"] = str(run.path)
+    try:
+        summary = run.read_summary()
+        row.update({k: summary.get(k) for k in _SUMMARY_FIELDS})
+        if row["created"] is not None:
+            row["created"] = str(row["created"])  # sortable, whatever the file holds
+        if run.config_file.exists():
+            cfg = run.read_config()
+            row["algorithm"] = _short(_get(cfg, "algorithm", "_target_"))
+            row["env"] = _get(cfg, "env", "name") or _short(_get(cfg, "env", "_target_"))
+        run.check_statistics()
+    except (DamagedRunError, OSError) as err:
+        row["status"], row["reason"] = "damaged", " ".join(str(err).split())
+    return row
 
 
 def compare_runs(run_dirs: Iterable[str | Path], params: Iterable[str] = ()) -> Any:
@@ -54,19 +78,32 @@ def compare_runs(run_dirs: Iterable[str | Path], params: Iterable[str] = ()) -> 
     for d in run_dirs:
         run = RunDirectory.open(d)
         row = _row(run)
-        cfg = OmegaConf.load(run.config_file)
+        try:
+            cfg = OmegaConf.create(run.read_config())
+        except (DamagedRunError, OSError):
+            cfg = OmegaConf.create({})  # the row says why
         for key in params:
-            row[key] = OmegaConf.select(cfg, key, default=None)
+            row[key] = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 class LoadedRun:
-    """A finished (or running) run read back from its directory; nothing in it is executed as code."""
+    """A finished (or running) run read back from its directory; nothing in it is executed as code.
 
-    def __init__(self, path: str | Path):
+    Its ``config.yaml`` is untrusted input: building the run's env and policy instantiates only what the allow-list
+    of :class:`~maze_lab.core.utils.factory.TrustPolicy` holds (maze-lab's own classes and env factories, torch.nn
+    modules, Gymnasium spaces and env ids) plus the modules or names in ``trust``.
+
+    :param trust: modules or dotted names of your own whose classes the run's config may name (``["my_project"]``).
+    """
+
+    def __init__(self, path: str | Path, trust: Iterable[str] | str | None = None):
         self.directory = RunDirectory.open(path)
         self.path = self.directory.path
+        self.trust = TrustPolicy(trust, source=str(self.directory.config_file),
+                                 how_to_allow="load_run(run_dir, trust=['{name}']) or `maze-lab rollout RUN_DIR "
+                                              "--trust {name}`")
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -75,50 +112,72 @@ class LoadedRun:
 
     @property
     def config(self) -> Any:
-        """The composed configuration."""
-        return OmegaConf.load(self.directory.config_file)
+        """The composed configuration (data only: nothing in it is instantiated by reading it)."""
+        return OmegaConf.create(self.directory.read_config())
 
     @property
     def stats(self) -> Any:
         """The StatsStore of the run."""
         from maze_lab.core.log_stats.writers import StatsStore
 
-        return StatsStore.load(self.path)
+        try:
+            return StatsStore.load(self.path)
+        except (ValueError, OSError) as err:
+            if isinstance(err, FileNotFoundError):
+                raise
+            raise DamagedRunError(f"the statistics of {self.path} cannot be read: {err}") from err
+
+    def _checked_config(self, sections: tuple[str, ...]) -> dict[str, Any]:
+        """``config.yaml`` with every ``_target_`` and wrapper name of ``sections`` checked against the allow-list."""
+        cfg = self.directory.read_config()
+        for section in sections:
+            if section != "wrappers" and not isinstance(cfg.get(section), Mapping):
+                raise DamagedRunError(f"{self.directory.config_file}: '{section}' must be a mapping with a '_target_', "
+                                      f"got {cfg.get(section)!r}")
+        self.trust.check_config(cfg, sections)
+        return cfg
 
     def env_factory(self) -> Any:
-        """A factory of the run's env with its configured wrappers (no statistics wrappers)."""
-        cfg = self.config
-        if "_object_" in cfg.env:
-            raise ValueError(f"{self.path}: the run used a Python env factory ({cfg.env._object_}); pass your "
+        """A factory of the run's env with its configured wrappers (no statistics wrappers); it builds only what the
+        allow-list (and ``trust``) permits."""
+        cfg = self._checked_config(("env", "wrappers"))
+        if "_object_" in cfg["env"]:
+            raise ValueError(f"{self.path}: the run used a Python env factory ({cfg['env']['_object_']}); pass your "
                              f"factory to SequentialRolloutRunner yourself")
         from maze_lab.run.run_context import _EnvFactory
 
-        return _EnvFactory(OmegaConf.to_container(cfg.env), OmegaConf.to_container(cfg.wrappers) or {}, None,
-                           log_dir=None)
+        return _EnvFactory(cfg["env"], cfg.get("wrappers") or {}, None, log_dir=None, trust=self.trust,
+                           trust_config=cfg)
 
     def policy(self, which: str = "best") -> Any:
         """Rebuild the model from the config and load the ``best`` or ``last`` weights; returns the policy."""
-        import torch
-
         from maze_lab.perception.composers import build_model_composer
+        from maze_lab.train.trainers.common.checkpoints import CheckpointError, read_checkpoint
 
         if which not in ("best", "last"):
             raise ValueError(f"which='{which}' is not a checkpoint; valid: 'best', 'last'")
-        cfg = self.config
-        if "_object_" in cfg.model:
+        cfg = self._checked_config(("env", "wrappers", "model"))
+        if "_object_" in cfg["model"]:
             raise ValueError(f"{self.path}: the run used a Python model object; rebuild it yourself and "
                              f"load {self.directory.best_checkpoint} with load_state_dict")
-        env = self.env_factory().build_env()
-        composer = build_model_composer(OmegaConf.to_container(cfg.model), env.action_spaces_dict,
-                                        env.observation_spaces_dict, env.agent_counts_dict)
-        model = composer.actor_critic()
         path = self.directory.best_checkpoint if which == "best" else self.directory.last_checkpoint
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist (which='{which}'; valid: 'best', 'last')")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        model.load_state_dict(state["model"])
+        with corrupt_checkpoint_errors(path):
+            state = read_checkpoint(path)  # weights only; a refused or truncated file raises CheckpointError
+        env = self.env_factory().build_env()
+        try:
+            model = self.trust.run(lambda: build_model_composer(
+                cfg["model"], env.action_spaces_dict, env.observation_spaces_dict,
+                env.agent_counts_dict).actor_critic(), cfg)
+        finally:
+            env.close()
+        try:
+            model.load_state_dict(state["model"])
+        except (RuntimeError, TypeError, KeyError) as err:
+            raise CheckpointError(f"{path} does not fit the model that {self.directory.config_file} describes: "
+                                  f"{' '.join(str(err).split())[:500]}") from None
         model.eval()
-        env.close()
         return model.policy
 
     def rollout(self, n_episodes: int = 1, which: str = "best", deterministic: bool = True,
@@ -145,6 +204,25 @@ class LoadedRun:
         return list_episodes(d) if d.exists() else []
 
 
-def load_run(path: str | Path) -> LoadedRun:
-    """Open a run directory (refused with a clear message when it is not a maze-lab run)."""
-    return LoadedRun(path)
+@contextlib.contextmanager
+def corrupt_checkpoint_errors(path: str | Path) -> Iterator[None]:
+    """Report an I/O error of torch's zip reader (what a truncated checkpoint of some sizes gives) as the
+    CheckpointError of a corrupt file; a missing or unreadable file keeps its own error."""
+    from maze_lab.train.trainers.common.checkpoints import CheckpointError
+
+    try:
+        yield
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except OSError as err:
+        raise CheckpointError(f"{path} is truncated or corrupt and was not loaded ({type(err).__name__}: "
+                              f"{' '.join(str(err).split())[:200]})") from None
+
+
+def load_run(path: str | Path, trust: Iterable[str] | str | None = None) -> LoadedRun:
+    """Open a run directory (refused with a clear message when it is not a maze-lab run).
+
+    :param trust: modules or dotted names of your own that the run's ``config.yaml`` may instantiate (e.g.
+        ``["my_project"]``); maze-lab's own classes, torch.nn modules and Gymnasium env ids need no trust.
+    """
+    return LoadedRun(path, trust)
