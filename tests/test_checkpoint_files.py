@@ -48,6 +48,22 @@ def test_a_truncated_checkpoint_says_so(tmp_path: Path) -> None:
         read_checkpoint(path)
 
 
+@pytest.mark.parametrize("keep", [0.1, 0.5, 0.9, 0.99])
+def test_checkpoints_cut_anywhere_are_reported_as_truncated(tmp_path: Path, keep: float) -> None:
+    path = tmp_path / "state_dict_last.pt"
+    write_checkpoints({"model": {"w": torch.arange(50_000.0), "b": torch.ones(10)}, "epoch": 3}, tmp_path,
+                      BestModelSelection())
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(CheckpointError, match="truncated or corrupt and was not loaded"):
+        read_checkpoint(path)
+
+
+def test_a_missing_checkpoint_stays_a_file_not_found_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_checkpoint(tmp_path / "nope.pt")
+
+
 def test_a_failed_write_names_the_path_and_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
     write_checkpoints({"model": {"w": torch.ones(3)}}, tmp_path, BestModelSelection())
     # a directory where the temporary file would go makes the write fail on any machine, root or not

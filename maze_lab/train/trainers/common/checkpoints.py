@@ -73,7 +73,9 @@ def read_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> dic
             f"{path} was not loaded: it contains code-bearing Python objects{what}, which maze-lab never "
             f"unpickles. maze-lab checkpoints hold only tensors, numbers and strings; this file was not written "
             f"by maze-lab or was tampered with.") from None
-    except (EOFError, zipfile.BadZipFile, RuntimeError) as err:
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
+        raise
+    except (EOFError, zipfile.BadZipFile, RuntimeError, OSError) as err:  # torch raises EINVAL for some cuts
         raise CheckpointError(f"{path} is truncated or corrupt and was not loaded ({type(err).__name__}: "
                               f"{' '.join(str(err).split())[:200]})") from None
     if not isinstance(state, dict) or "model" not in state:
