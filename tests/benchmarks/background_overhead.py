@@ -7,7 +7,8 @@ The blocking run is measured with the kernel's torch threads and with one thread
 the faster of the two.
 A third variant trains in the background while the client executes a trivial cell (``1 + 1``) every
 ``--probe-gap`` seconds; the latency of those cells is measured from the execute request to the kernel reporting
-idle, which is what a user sees.
+idle, which is what a user sees. The headline throughput loss is this busy-kernel variant (the realistic case);
+the idle-kernel loss is reported beside it.
 
 Run: python tests/benchmarks/background_overhead.py [--epochs N] [--repeats R]
 """
@@ -182,8 +183,11 @@ def main() -> None:
     print(f"{'trivial cell (1 + 1)':<36}{'n':>6}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
     for name, values in (("idle kernel", idle_latency), ("while training in the background", latencies)):
         print(f"{name:<36}{len(values):>6}{pct(values, 50):>9.1f}{pct(values, 95):>9.1f}{max(values) * 1000:>9.1f}")
-    loss = max(0.0, 1 - best["background, idle kernel"] / ref)
-    print(f"bench: background_overhead throughput_loss={loss:.3f} cell_p95_ms={pct(latencies, 95):.1f}")
+    # the headline is the realistic case: the user keeps working in the kernel (and widgets redraw) while it trains
+    loss = max(0.0, 1 - best[probed] / ref)
+    idle_loss = max(0.0, 1 - best["background, idle kernel"] / ref)
+    print(f"bench: background_overhead throughput_loss={loss:.3f} idle_kernel_loss={idle_loss:.3f} "
+          f"cell_p95_ms={pct(latencies, 95):.1f}")
 
 
 if __name__ == "__main__":
