@@ -9,15 +9,19 @@ from maze_lab.distributions.categorical import (
 )
 from maze_lab.distributions.dict_distribution import DictProbabilityDistribution
 from maze_lab.distributions.distribution_mapper import (
+    DEFAULT_BOUNDED_BOX_DISTRIBUTION,
     DEFAULT_DISTRIBUTIONS,
     DISTRIBUTIONS,
     DistributionMapper,
+    default_distribution,
     distribution_from_name,
+    is_bounded_box,
 )
 from maze_lab.distributions.gaussian import DiagonalGaussianProbabilityDistribution
 from maze_lab.distributions.squashed_gaussian import SquashedGaussianProbabilityDistribution
 
 __all__ = [
+    "DEFAULT_BOUNDED_BOX_DISTRIBUTION",
     "DEFAULT_DISTRIBUTIONS",
     "DISTRIBUTIONS",
     "BernoulliProbabilityDistribution",
@@ -30,5 +34,7 @@ __all__ = [
     "ProbabilityDistribution",
     "SquashedGaussianProbabilityDistribution",
     "TorchProbabilityDistribution",
+    "default_distribution",
     "distribution_from_name",
+    "is_bounded_box",
 ]

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from maze_lab.distributions.base import BoxParameterDistribution
-from maze_lab.distributions.utils import EPSILON
+from maze_lab.distributions.utils import EPSILON, tensor_clamp
 
 
 class BetaProbabilityDistribution(BoxParameterDistribution):
@@ -30,12 +30,14 @@ class BetaProbabilityDistribution(BoxParameterDistribution):
         self.alpha = F.softplus(logits[..., :k]).reshape(*batch, *action_space.shape) + 1.0
         self.beta = F.softplus(logits[..., k:]).reshape(*batch, *action_space.shape) + 1.0
         self.low = torch.as_tensor(action_space.low, dtype=logits.dtype, device=logits.device)
-        self.scale = torch.as_tensor(action_space.high - action_space.low, dtype=logits.dtype, device=logits.device)
+        self.high = torch.as_tensor(action_space.high, dtype=logits.dtype, device=logits.device)
+        self.scale = self.high - self.low
         dist = torch.distributions.Beta(self.alpha, self.beta, validate_args=False)
         super().__init__(dist, action_space, event_dims=len(action_space.shape))
 
     def _to_action(self, x: torch.Tensor) -> torch.Tensor:
-        return self.low + self.scale * x
+        # the clamp keeps float rounding of low + scale * x from stepping past a bound
+        return tensor_clamp(self.low + self.scale * x, self.low, self.high)
 
     def sample(self) -> torch.Tensor:
         """Draw an action in [low, high]."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from maze_lab.core.utils.factory import ConfigurationError, _to_plain, locate
@@ -37,7 +38,29 @@ DEFAULT_DISTRIBUTIONS: dict[type[gym.spaces.Space], type[ProbabilityDistribution
     gym.spaces.MultiBinary: BernoulliProbabilityDistribution,
     gym.spaces.Box: DiagonalGaussianProbabilityDistribution,
 }
-"""The distribution used for each action space type unless the config says otherwise."""
+"""The distribution used for each action space type unless the config says otherwise (a Box whose bounds are all
+finite gets :data:`DEFAULT_BOUNDED_BOX_DISTRIBUTION` instead, see :func:`default_distribution`)."""
+
+DEFAULT_BOUNDED_BOX_DISTRIBUTION: type[ProbabilityDistribution] = SquashedGaussianProbabilityDistribution
+"""The default of a Box with finite bounds on every entry: its samples (and its deterministic action) always lie in
+[low, high], so an env that checks its action bounds accepts them and training uses the action the env received."""
+
+
+def is_bounded_box(space: gym.spaces.Space) -> bool:
+    """Whether ``space`` is a Box with finite low and high bounds on every entry."""
+    return (isinstance(space, gym.spaces.Box) and bool(np.all(np.isfinite(space.low)))
+            and bool(np.all(np.isfinite(space.high))))
+
+
+def default_distribution(space: gym.spaces.Space) -> type[ProbabilityDistribution] | None:
+    """The distribution an action head of this space gets without a config entry (None: no default exists).
+
+    A Box with finite bounds gets a tanh-squashed Gaussian rescaled to [low, high]; an unbounded Box a diagonal
+    Gaussian; the discrete spaces their categorical / Bernoulli distributions.
+    """
+    if is_bounded_box(space):
+        return DEFAULT_BOUNDED_BOX_DISTRIBUTION
+    return next((d for t, d in DEFAULT_DISTRIBUTIONS.items() if isinstance(space, t)), None)
 
 _SPACES = {cls.__name__: cls for cls in (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary,
                                           gym.spaces.Box, gym.spaces.Dict)}
@@ -81,7 +104,9 @@ class DistributionMapper:
     """Decides the distribution of every action head of a Dict action space.
 
     Precedence: an ``action_head`` entry beats any ``action_space`` entry, which beats the defaults; among entries
-    of the same kind the later one wins.
+    of the same kind the later one wins. The defaults (:func:`default_distribution`): categorical for Discrete,
+    multi-categorical for MultiDiscrete, Bernoulli for MultiBinary, a tanh-squashed Gaussian for a Box with finite
+    bounds and a diagonal Gaussian for an unbounded Box.
 
     :param action_space: The (merged) Dict action space.
     :param distribution_mapper_config: A list of ``{"action_space": <type>, "distribution": <name>}`` and
@@ -126,7 +151,7 @@ class DistributionMapper:
                     if isinstance(space, space_type):
                         cls = dist
             if cls is None:
-                cls = next((d for t, d in DEFAULT_DISTRIBUTIONS.items() if isinstance(space, t)), None)
+                cls = default_distribution(space)
             if cls is None:
                 raise ConfigurationError(f"no distribution for action head '{head}' with space {space}; add a "
                                          f"distribution_mapper_config entry for it")

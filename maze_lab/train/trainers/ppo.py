@@ -34,14 +34,14 @@ class PPO(ActorCriticTrainer):
         n_steps = 0
         kl_sum, clipped_sum = 0.0, 0.0
         for _ in range(cfg.n_optimization_epochs):
-            perms = {k: torch.randperm(len(b), generator=self._generator) for k, b in batches.items()}
+            # one shuffled copy per epoch; its minibatches are then cheap contiguous views
+            shuffled = {k: b.select(torch.randperm(len(b), generator=self._generator)) for k, b in batches.items()}
             for m in range(n_minibatches):
                 total = 0.0
-                for key, batch in batches.items():
-                    idx = perms[key][m * cfg.batch_size:(m + 1) * cfg.batch_size]
-                    if len(idx) == 0:
+                for key, batch in shuffled.items():
+                    if m * cfg.batch_size >= len(batch):
                         continue
-                    mb = batch.select(idx)
+                    mb = batch.select(slice(m * cfg.batch_size, (m + 1) * cfg.batch_size))
                     log_prob, entropy, adv, values = self._forward(key, mb)
                     log_ratio = log_prob - mb.old_log_prob
                     ratio = log_ratio.exp()

@@ -4,6 +4,7 @@ checkpoints, early stopping, stopping and pausing from another thread."""
 from __future__ import annotations
 
 import math
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -17,7 +18,8 @@ import torch
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.events.event_record import EventRecord
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode
-from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.log_stats.writers import LogStatsWriter, epoch_commit
+from maze_lab.distributions.distribution_mapper import is_bounded_box
 from maze_lab.train.trainers.common.checkpoints import read_checkpoint, write_checkpoints
 from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
 from maze_lab.train.trainers.common.control import TrainingControl
@@ -45,8 +47,8 @@ class KeyBatch:
     def __len__(self) -> int:
         return int(self.old_log_prob.shape[0])
 
-    def select(self, idx: torch.Tensor) -> KeyBatch:
-        """A minibatch."""
+    def select(self, idx: torch.Tensor | slice) -> KeyBatch:
+        """A minibatch: the samples at ``idx`` (a tensor of indices or a slice, which gives views)."""
         return KeyBatch({k: v[idx] for k, v in self.obs.items()}, {k: v[idx] for k, v in self.actions.items()},
                         self.old_log_prob[idx], self.advantages[idx], self.returns[idx], self.old_values[idx])
 
@@ -85,6 +87,7 @@ class ActorCriticTrainer(TrainingControl, ABC):
             if env is None:
                 raise ValueError("give the training env (env=...) or a rollout_generator")
             rollout_generator = RolloutGenerator(env)
+        algorithm_config, self.bounded_box_changes = _for_action_spaces(algorithm_config, rollout_generator.env)
         self.config = algorithm_config
         self.model = model
         self.policy = model.policy
@@ -104,7 +107,7 @@ class ActorCriticTrainer(TrainingControl, ABC):
         self.device = torch.device(algorithm_config.device)
         self.model.to(self.device)
         self.lr_schedule = as_schedule(algorithm_config.lr)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr_schedule.initial, eps=1e-5)
+        self.optimizer = _adam(list(self.model.parameters()), self.lr_schedule.initial)
         self.epoch = 0
         self.updates = 0
         self.env_steps = 0
@@ -169,11 +172,13 @@ class ActorCriticTrainer(TrainingControl, ABC):
                 self._one_update()
             self.epoch += 1
             self._record(ActorCriticEvents.time_epoch, time.perf_counter() - epoch_start)
-            stats = self._write_epoch_stats()
-            if self.evaluator is not None:
-                # the same eval seed every epoch: evaluations compare policies on the same start states
-                eval_seed = None if self.config.seed is None else self.config.seed + 1_000_000
-                self.last_eval_reward = self.evaluator.evaluate(self.policy, epoch=self.epoch, seed=eval_seed)
+            # train, trainer and eval statistics of the epoch reach readers together (the StatsStore)
+            with epoch_commit(self._epoch_writers(), self.epoch):
+                stats = self._write_epoch_stats()
+                if self.evaluator is not None:
+                    # the same eval seed every epoch: evaluations compare policies on the same start states
+                    eval_seed = None if self.config.seed is None else self.config.seed + 1_000_000
+                    self.last_eval_reward = self.evaluator.evaluate(self.policy, epoch=self.epoch, seed=eval_seed)
             self.save_checkpoint()
             for cb in self.callbacks:
                 cb(self, stats)
@@ -213,6 +218,11 @@ class ActorCriticTrainer(TrainingControl, ABC):
         if not self._update_events:
             self._update_events.append([])
         self._update_events[-1].append(EventRecord(ActorCriticEvents, event, attrs))
+
+    def _epoch_writers(self) -> list[LogStatsWriter]:
+        """Every writer an epoch's statistics go to: the trainer's, the training env's and the evaluation env's."""
+        eval_env = getattr(self.evaluator, "eval_env", None)
+        return [*self.writers, *getattr(self.env, "writers", []), *getattr(eval_env, "writers", [])]
 
     def _write_epoch_stats(self) -> LogStats:
         env_stats = self.env.write_epoch_stats(self.epoch)
@@ -313,7 +323,8 @@ class ActorCriticTrainer(TrainingControl, ABC):
         if record_grad_norms:
             self._record_grad_norms()  # before clipping: the norms the loss produced
         if self.config.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+            _clip_grad_norm([p for group in self.optimizer.param_groups for p in group["params"]],
+                            self.config.max_grad_norm)
         self.optimizer.step()
 
     def _record_grad_norms(self) -> None:
@@ -373,6 +384,45 @@ class ActorCriticTrainer(TrainingControl, ABC):
             self.model_selection.best_reward = float(state["best_reward"])
             self.model_selection.best_epoch = state.get("best_epoch")
             self.model_selection.last_improvement_epoch = self.epoch
+
+
+def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
+    """Adam with one fused kernel per step where the device has one (several times faster for the small networks
+    of RL than a kernel per parameter); the per-parameter implementation elsewhere."""
+    devices = {p.device.type for p in params}
+    fused = all(p.dtype.is_floating_point for p in params) and len(devices) == 1
+    if fused:
+        try:
+            return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
+        except RuntimeError:  # no fused kernel for this device or dtype
+            pass
+    return torch.optim.Adam(params, lr=lr, eps=1e-5)
+
+
+def _clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> None:
+    """Scale the gradients in place so that their global L2 norm is at most ``max_norm``."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp(max=1.0))
+
+
+def _for_action_spaces(config: ActorCriticAlgorithmConfig, env: Any) -> tuple[ActorCriticAlgorithmConfig,
+                                                                              dict[str, Any]]:
+    """The config with its ``bounded_box`` values applied where every action head of ``env`` is a bounded Box."""
+    spaces = getattr(env, "action_spaces_dict", None)
+    if not config.bounded_box or not spaces:
+        return config, {}
+    heads = [space for dict_space in spaces.values() for space in getattr(dict_space, "spaces", {}).values()]
+    if not heads or not all(is_bounded_box(space) for space in heads):
+        return config, {}
+    config, changes = config.for_bounded_box_actions()
+    if changes:
+        values = ", ".join(f"{k}={v}" for k, v in changes.items())
+        print(f"maze-lab: every action head is a bounded Box: training with algorithm.bounded_box {values} (set "
+              f"algorithm.bounded_box={{}} for the generic values)", file=sys.stderr)
+    return config, changes
 
 
 def _float(obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
