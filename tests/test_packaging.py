@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,13 @@ def test_wheel_install_imports_mapped_packages_and_configs(tmp_path):
                     "-w", str(wheels)], check=True, capture_output=True, timeout=300)
     wheel = next(wheels.glob("maze_lab-*.whl"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    # the test runs inside the project's own virtual environment, whose packages --system-site-packages would not
+    # see (it names the base interpreter's); a .pth file lends the new venv this environment's dependencies
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    Path(site, "_deps_of_test_env.pth").write_text(sysconfig.get_path("purelib") + "\n")
     subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)], check=True,
                    capture_output=True, timeout=300)
     code = (
