@@ -340,15 +340,52 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigurationError(f"torch_threads must be >= 1, or null for torch's default, got {threads}")
 
 
-def training_plan(cfg: DictConfig, n_epochs: int | None = None) -> str:
+def bounded_box_actions(cfg: DictConfig) -> bool | None:
+    """Whether every action head of ``cfg``'s env is a bounded Box (PPO's ``bounded_box`` values then apply).
+
+    Known for Gymnasium envs (``env.name``, read from the unwrapped env's action space); None where it is only
+    known once the run's env is built.
+    """
+    env = cfg.get("env") if isinstance(cfg, DictConfig) else None
+    if not isinstance(env, DictConfig) or not env.get("name"):
+        return None
+    if not str(env.get("_target_", "")).endswith(("make_gym_maze_env", "GymMazeEnv")):
+        return None
+    try:
+        import gymnasium as gym
+        import numpy as np
+
+        probe = gym.make(str(env.name))
+        space = probe.action_space
+        probe.close()
+    except Exception:  # noqa: BLE001 - an env that cannot be made here is reported when the run builds it
+        return None
+    heads = list(space.spaces.values()) if isinstance(space, gym.spaces.Dict) else [space]
+    return all(isinstance(h, gym.spaces.Box) and bool(np.all(np.isfinite(h.low)) and np.all(np.isfinite(h.high)))
+               for h in heads)
+
+
+def training_plan(cfg: DictConfig, n_epochs: int | None = None, bounded_box: bool | None = None) -> str:
     """One line on how long a run of ``cfg`` trains: a number of epochs, or until early stopping or Ctrl-C.
 
     :param n_epochs: epochs asked for by ``train(n_epochs)``; None: the configured ones.
+    :param bounded_box: whether every action head is a bounded Box (then the ``algorithm.bounded_box`` values
+        replace the epoch length); None: found out with :func:`bounded_box_actions` where it can be.
     """
     algorithm = build_algorithm_config(cfg)
+    bounded = bounded_box_actions(cfg) if bounded_box is None else bounded_box
+    bounded_config, changes = (algorithm.for_bounded_box_actions() if getattr(algorithm, "bounded_box", None)
+                               else (algorithm, {}))
+    note = ""
+    if bounded and changes:
+        algorithm = bounded_config
+        note = " (algorithm.bounded_box values: every action head is a bounded Box)"
+    elif bounded is None and "epoch_length" in changes:
+        note = (f" (the bounded-Box defaults may apply: where every action head is a bounded Box, "
+                f"algorithm.bounded_box trains epochs of {changes['epoch_length']} updates)")
     epochs = int(n_epochs) if n_epochs is not None else int(algorithm.n_epochs)
     patience, length = int(algorithm.patience), int(algorithm.epoch_length)
-    updates = f"{length} update{'s' if length != 1 else ''}"
+    updates = f"{length} update{'s' if length != 1 else ''}{note}"
     if epochs > 0:
         plan = f"training for {epochs} epoch{'s' if epochs != 1 else ''} of {updates}"
         if 0 < patience < epochs:

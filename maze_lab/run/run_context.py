@@ -149,7 +149,10 @@ class RunContext:
             epochs = n_epochs if n_epochs is not None else obj.n_epochs
             return (f"training for {epochs} epochs" if epochs else
                     f"training until early stopping (patience {obj.patience}) or Ctrl-C")
-        return training_plan(self.config, n_epochs)
+        built = self._run._trainer if self._run is not None else None
+        # once the trainer is built, its env's action space says whether the bounded-Box values apply
+        known = bool(built.bounded_box_changes) if built is not None else None
+        return training_plan(self.config, n_epochs, bounded_box=known)
 
     def _torch_threads(self, torch_threads: ThreadsArg) -> int | None:
         if torch_threads != FROM_CONFIG:
@@ -450,6 +453,8 @@ class _Run:
         trainer_cls = _trainer_class(algorithm)
         trainer = trainer_cls(algorithm, model, env=train_env, evaluator=evaluator, writers=writers,
                               checkpoint_dir=self.run_directory.checkpoint_dir)
+        # the values actually trained with where the algorithm's bounded_box block replaced configured ones
+        self.run_directory.write_summary(bounded_box_changes=dict(getattr(trainer, "bounded_box_changes", {})))
         if cfg.input_dir:
             from maze_lab.run.runs import corrupt_checkpoint_errors
 
@@ -725,14 +730,16 @@ class RunHandle:
 
     @property
     def progress(self) -> dict[str, Any]:
-        """Epoch, target epochs, updates, env steps and the last evaluation reward."""
+        """Epoch, target epochs, updates, env steps, the last evaluation reward and the run's warnings (e.g. a
+        diverged policy: see ``maze_lab.train.trainers.common.divergence``), newest last."""
         trainer = self._run._trainer
         if trainer is None:
-            return {"status": self.status, "epoch": 0, "n_epochs": self.n_epochs, "env_steps": 0}
+            return {"status": self.status, "epoch": 0, "n_epochs": self.n_epochs, "env_steps": 0, "warnings": []}
         target = getattr(self, "_target_epochs", None)
         return {"status": self.status, "epoch": trainer.epoch, "n_epochs": target, "updates": trainer.updates,
                 "env_steps": trainer.env_steps, "last_eval_reward": trainer.last_eval_reward,
-                "fraction": (trainer.epoch / target) if target else None}
+                "fraction": (trainer.epoch / target) if target else None,
+                "warnings": list(getattr(trainer, "warnings", []))}
 
     @property
     def stats(self) -> Any:

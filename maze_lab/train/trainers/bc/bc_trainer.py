@@ -16,7 +16,7 @@ from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.events.event_record import EventRecord
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode
 from maze_lab.core.log_stats.log_setup import default_writers
-from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.log_stats.writers import LogStatsWriter, epoch_commit
 from maze_lab.train.trainers.bc.config import BCAlgorithmConfig
 from maze_lab.train.trainers.bc.dataset import ImitationBatch, InMemoryImitationDataset
 from maze_lab.train.trainers.bc.events import ImitationEvents
@@ -141,6 +141,11 @@ class BC(TrainingControl):
             return self._writers
         env = getattr(self.evaluator, "eval_env", None)
         return env.writers if env is not None else default_writers()
+
+    def _epoch_writers(self) -> list[LogStatsWriter]:
+        """Every writer an epoch's statistics go to: the trainer's and the evaluation env's."""
+        eval_env = getattr(self.evaluator, "eval_env", None)
+        return [*self.writers, *getattr(eval_env, "writers", [])]
 
     # ---- losses ------------------------------------------------------------------------------------------------
     def _loss_terms(self, key: StepKey, batch: ImitationBatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
@@ -272,15 +277,17 @@ class BC(TrainingControl):
                                    {"value": time.perf_counter() - start})])
         self.stats_aggregator.add_episode(aggregate_episode(events))
         stats = self.stats_aggregator.reduce()
-        for w in self.writers:
-            w.write("train", self.epoch, stats)
-        val_losses = self.validate()
-        if self.evaluator is not None:
-            self._select(self.evaluate())
-        else:
-            # without rollouts the best model is the one that predicts held-out actions best
-            losses = val_losses or {k: float(v) for k, v in self._train_losses(stats).items()}
-            self._select(-sum(losses.values()))
+        # train, validation and eval statistics of the epoch reach readers together (the StatsStore)
+        with epoch_commit(self._epoch_writers(), self.epoch):
+            for w in self.writers:
+                w.write("train", self.epoch, stats)
+            val_losses = self.validate()
+            if self.evaluator is not None:
+                self._select(self.evaluate())
+            else:
+                # without rollouts the best model is the one that predicts held-out actions best
+                losses = val_losses or {k: float(v) for k, v in self._train_losses(stats).items()}
+                self._select(-sum(losses.values()))
         self.save_checkpoint()
         for cb in self.callbacks:
             cb(self, {**stats, **self.last_validation_stats})

@@ -23,6 +23,7 @@ from maze_lab.distributions.distribution_mapper import is_bounded_box
 from maze_lab.train.trainers.common.checkpoints import read_checkpoint, write_checkpoints
 from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
 from maze_lab.train.trainers.common.control import TrainingControl
+from maze_lab.train.trainers.common.divergence import DivergenceMonitor
 from maze_lab.train.trainers.common.events import ActorCriticEvents
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import Rollout, RolloutGenerator
@@ -118,6 +119,11 @@ class ActorCriticTrainer(TrainingControl, ABC):
         self.last_eval_reward: float | None = None
         self.callbacks: list[Callable[[ActorCriticTrainer, LogStats], None]] = []
         self.stop_reason: str | None = None
+        self._schedule_target: float | None = None  # the epoch the schedules reach their end at (see _progress)
+        self._update_in_epoch = 0
+        self.divergence_monitor = DivergenceMonitor()
+        self.warnings: list[str] = []
+        """Warnings of this trainer's epochs (a diverged policy), newest last."""
 
     @property
     def writers(self) -> list[LogStatsWriter]:
@@ -149,6 +155,9 @@ class ActorCriticTrainer(TrainingControl, ABC):
         """Train for ``n_epochs`` more epochs (default: the config's; 0 = until early stopping or stop)."""
         n_epochs = self.config.n_epochs if n_epochs is None else n_epochs
         target = self.epoch + n_epochs if n_epochs else math.inf
+        self._schedule_target = target if n_epochs else None
+        if not n_epochs:
+            self._warn_schedules_without_target()
         if self.config.seed is not None:
             torch.manual_seed(self.config.seed)
         if self.rollout_generator._obs is None:
@@ -163,7 +172,8 @@ class ActorCriticTrainer(TrainingControl, ABC):
     def _train_epochs(self, target: float) -> None:
         while self.epoch < target:
             epoch_start = time.perf_counter()
-            for _ in range(self.config.epoch_length):
+            for update_in_epoch in range(self.config.epoch_length):
+                self._update_in_epoch = update_in_epoch
                 self._running.wait()
                 if self._stop.is_set():
                     self.stop_reason = "stopped"
@@ -192,13 +202,31 @@ class ActorCriticTrainer(TrainingControl, ABC):
         self.stop_reason = "done"
 
     def _progress(self) -> float:
-        total = self.config.n_epochs * self.config.epoch_length
-        return self.updates / total if total else 0.0
+        """Where the schedules stand: 0 at epoch 0, 1 at the epoch the current ``train`` call ends at.
+
+        The horizon is the run's own target (epochs done + the epochs of this call), not ``config.n_epochs``: a
+        resumed run continues its schedules from its epoch, and ``train(n)`` decays them to their end over its n
+        epochs. Without a target (``n_epochs=0``: until early stopping or stop) the schedules hold their start value.
+        """
+        target = self._schedule_target
+        if not target:
+            return 0.0
+        return (self.epoch + self._update_in_epoch / self.config.epoch_length) / target
+
+    def _warn_schedules_without_target(self) -> None:
+        """Say so where a schedule cannot decay because this training call has no number of epochs."""
+        schedules = {"lr": self.lr_schedule, "clip_range": getattr(self, "clip_schedule", None)}
+        varying = [name for name, schedule in schedules.items()
+                   if schedule is not None and schedule.value(0.0) != schedule.value(1.0)]
+        if varying:
+            print(f"maze-lab: training without a number of epochs (n_epochs=0): the schedule(s) of "
+                  f"{', '.join(varying)} hold their start value; give n_epochs=N (or train(N)) to decay them over "
+                  f"N epochs", file=sys.stderr)
 
     def _one_update(self) -> None:
         t0 = time.perf_counter()
         self.policy.eval()
-        rollout = self.rollout_generator.rollout(self.policy, self.config.n_rollout_steps)
+        rollout = self.rollout_generator.rollout(self.policy, self.config.n_rollout_steps, epoch=self.epoch + 1)
         self.policy.train()
         t1 = time.perf_counter()
         self.env_steps += rollout.n_actions
@@ -224,8 +252,28 @@ class ActorCriticTrainer(TrainingControl, ABC):
         eval_env = getattr(self.evaluator, "eval_env", None)
         return [*self.writers, *getattr(self.env, "writers", []), *getattr(eval_env, "writers", [])]
 
+    def _check_divergence(self) -> None:
+        """Record ``divergence_warning`` (and print one line per policy key) where the epoch's policy collapsed
+        while its value loss exploded (the rule of :mod:`maze_lab.train.trainers.common.divergence`)."""
+        sums: dict[tuple[Callable, Any], list[float]] = {}
+        for update in self._update_events:
+            for record in update:
+                if record.interface_method in (ActorCriticEvents.policy_entropy, ActorCriticEvents.critic_value_loss):
+                    sums.setdefault((record.interface_method, record.attributes.get("step_key")), []).append(
+                        record.attributes["value"])
+        means = {k: float(np.mean(v)) for k, v in sums.items()}
+        entropies = {key: v for (event, key), v in means.items() if event is ActorCriticEvents.policy_entropy}
+        losses = {key: v for (event, key), v in means.items() if event is ActorCriticEvents.critic_value_loss}
+        for key, message in self.divergence_monitor.check(self.epoch, entropies, losses).items():
+            self._record(ActorCriticEvents.divergence_warning, 1.0, key)
+            if key not in self.divergence_monitor.warned:  # one console line per key; the statistic every epoch
+                self.divergence_monitor.warned.add(key)
+                print(f"maze-lab: WARNING {message}", file=sys.stderr, flush=True)
+            self.warnings.append(message)
+
     def _write_epoch_stats(self) -> LogStats:
         env_stats = self.env.write_epoch_stats(self.epoch)
+        self._check_divergence()
         self.stats_aggregator.add_episode(aggregate_episode(self._update_events))
         self._update_events = []
         trainer_stats = self.stats_aggregator.reduce()

@@ -77,3 +77,9 @@ class ActorCriticEvents(ABC):
     @define_stats_grouping("step_key")
     def critic_grad_norm(self, step_key: object, value: float):
         """Gradient norm of a critic network."""
+
+    @_per_epoch_mean
+    @define_stats_grouping("step_key")
+    def divergence_warning(self, step_key: object, value: float):
+        """1 in an epoch where the policy of a key collapsed while its value loss exploded (see
+        :mod:`maze_lab.train.trainers.common.divergence`); absent otherwise."""

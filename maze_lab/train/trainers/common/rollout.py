@@ -61,13 +61,18 @@ class RolloutGenerator:
         self._obs = self.env.reset()
         self.first_key = self.env.actor_id().step_key
 
-    def rollout(self, policy: Any, n_steps: int) -> Rollout:
-        """Collect ``n_steps`` agent actions in every env, sampling from the policy."""
+    def rollout(self, policy: Any, n_steps: int, epoch: int | None = None) -> Rollout:
+        """Collect ``n_steps`` agent actions in every env, sampling from the policy.
+
+        :param epoch: the epoch the rollout belongs to, named by the error on a NaN/inf observation.
+        """
         if self._obs is None:
             self.reset()
         env = self.env
         obs = self._obs
         records = []
+        if n_steps:
+            check_finite_observations(obs, env.actor_id().step_key, epoch)  # the first after a reset
         for _ in range(n_steps):
             key = env.actor_id().step_key
             with torch.inference_mode():
@@ -79,9 +84,47 @@ class RolloutGenerator:
             record = SubStepRecord(key, obs, actions, log_prob.cpu().numpy(), reward, terminated, truncated)
             if truncated.any():
                 for i in np.flatnonzero(truncated & ~terminated):
+                    check_finite_observations(infos[i]["terminal_observation"], self.first_key, epoch,
+                                              env_index=int(i), what="last observation (cut off by a time limit), ")
                     record.bootstrap.append((int(i), infos[i]["terminal_observation"]))
             records.append(record)
+            # checked before the policy or the critic sees it: one np.isfinite per float key and step
+            check_finite_observations(next_obs, env.actor_id().step_key, epoch)
             obs = next_obs
         self._obs = obs
         self.env_steps += n_steps * env.n_envs
         return Rollout(records, obs, env.actor_id().step_key, self.first_key, env.n_envs)
+
+
+class NonFiniteObservationError(ValueError):
+    """An env returned NaN or inf in an observation; the message names the key, the env index and the epoch."""
+
+
+def check_finite_observations(obs: dict[str, np.ndarray], step_key: StepKey, epoch: int | None = None,
+                              env_index: int | None = None, what: str = "") -> None:
+    """Raise NonFiniteObservationError where a float observation holds NaN or inf.
+
+    :param obs: observation key -> array, stacked over the envs of a vector env (or one env's, with ``env_index``).
+    :param step_key: the policy key the observation is for.
+    :param env_index: the env of an unstacked observation; None: the first axis is the env index.
+    """
+    for name, value in obs.items():
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+        if arr.dtype.kind not in "fc":  # integer and bool observations cannot hold NaN/inf
+            continue
+        finite = np.isfinite(arr)
+        if finite.all():
+            continue
+        if env_index is None:
+            bad_env = int(np.flatnonzero(~finite.reshape(len(arr), -1).all(axis=1))[0]) if arr.ndim else 0
+            sample = arr[bad_env] if arr.ndim else arr
+        else:
+            bad_env, sample = env_index, arr
+        bad_values = np.asarray(sample)[~np.isfinite(sample)]
+        where = f"epoch {epoch}, " if epoch is not None else ""
+        raise NonFiniteObservationError(
+            f"{where}env {bad_env} of the vector env, policy key {step_key!r}: the {what}observation key "
+            f"{name!r} holds {bad_values.size} non-finite value(s) ({bad_values[0]}); observations must be finite. "
+            f"Fix the env (or its observation conversion), or clip/replace the value in a wrapper; training on it "
+            f"would turn the losses into NaN"
+        )

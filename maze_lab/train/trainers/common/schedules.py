@@ -6,7 +6,12 @@ from dataclasses import dataclass
 
 
 class Schedule:
-    """A value that changes with training progress (0 at the start, 1 at the planned end)."""
+    """A value that changes with training progress (0 at epoch 0, 1 at the end of the training call).
+
+    The trainers set progress = epoch / target epoch, where the target is the epoch the current ``train(n)`` call
+    ends at (epochs done + n; ``n`` defaults to ``n_epochs`` of the config). Without a target (``n_epochs=0``)
+    progress stays 0 and a schedule holds its start value.
+    """
 
     def value(self, progress: float) -> float:
         """The value at ``progress``."""
