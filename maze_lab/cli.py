@@ -152,6 +152,22 @@ def _rewards_line(summary: dict[str, Any]) -> str:
 
 
 # ---- run (papermill) -----------------------------------------------------------------------------------------
+def _own_command() -> str:
+    """How to call this ``maze-lab`` again: the bare name where PATH finds this same script, else its path.
+
+    The set-up installs into ``.venv/``, which is not on PATH unless the environment is activated.
+    """
+    import shutil
+
+    here = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if here is None or here.name != "maze-lab":
+        here = Path(sys.executable).parent / "maze-lab"
+    found = shutil.which("maze-lab")
+    if found is not None and here.exists() and Path(found).resolve() == here.resolve():
+        return "maze-lab"
+    return shlex.quote(_shown(here)) if here.exists() else "maze-lab"
+
+
 def _shown(path: Path) -> str:
     """A path relative to the working directory where it lies below it, else absolute."""
     path = Path(path).resolve()
@@ -208,8 +224,9 @@ def _run(args: argparse.Namespace) -> int:
     print(_rewards_line(summary))
     print(f"run directory: {_shown(run_dir)}")
     print(f"executed notebook: {_shown(executed)}")
-    print(f"open it in JupyterLab: maze-lab lab {shlex.quote(_shown(executed))}  "
-          f"(the run: maze-lab lab {shlex.quote(_shown(run_dir))})")
+    lab = _own_command()
+    print(f"open it in JupyterLab: {lab} lab {shlex.quote(_shown(executed))}  "
+          f"(the run: {lab} lab {shlex.quote(_shown(run_dir))})")
     url = running_lab_url(executed)
     if url is not None:
         print(f"or in the JupyterLab that is running: {url}")

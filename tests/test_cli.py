@@ -171,13 +171,18 @@ def test_run_executes_a_notebook_into_a_run_directory(tmp_path: Path) -> None:
     assert done.endswith(f" s: 2 epochs, {summary['env_steps']:,} env steps")
     assert rewards == (f"evaluation reward: final {summary['last_eval_reward']:.4g}, best "
                        f"{summary['best_eval_reward']:.4g} (epoch {summary['best_epoch']})")
-    assert open_line.startswith(f"open it in JupyterLab: maze-lab lab {nb_line.removeprefix('executed notebook: ')}")
+    shown_command, _, rest = open_line.removeprefix("open it in JupyterLab: ").partition(" lab ")
+    assert rest.startswith(nb_line.removeprefix("executed notebook: "))
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.load(run_dir / "config.yaml")
     assert cfg.n_epochs == 2 and cfg.algorithm.epoch_length == 2 and cfg.algorithm.n_rollout_steps == 16
     # the command it names opens that notebook in JupyterLab
-    command = maze_lab("lab", "--print-command", nb_line.removeprefix("executed notebook: "), cwd=tmp_path)
+    # the command it names works as printed (the bare name where PATH finds it, else the script's path)
+    runnable = shutil.which(shown_command, path=user_env().get("PATH")) or str(tmp_path / shown_command)
+    assert Path(runnable).exists(), shown_command
+    command = subprocess.run([runnable, "lab", "--print-command", nb_line.removeprefix("executed notebook: ")],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=180, env=user_env())
     assert command.returncode == 0, command.stderr
     assert command.stdout.split()[-1] == str(executed)
 
