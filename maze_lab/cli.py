@@ -11,6 +11,7 @@ composed and checked before torch or matplotlib are imported, so that bad input 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -441,6 +442,12 @@ def _lab(args: argparse.Namespace) -> int:
         return 0
     if importlib.util.find_spec("jupyterlab") is None:
         raise BadInput("JupyterLab is not installed; install it with: pip install 'maze-lab[notebook]'")
+    if os.name == "posix":
+        # become JupyterLab (same pid): a terminal's Ctrl-C, a supervisor's SIGTERM or a test's terminate() reach
+        # the server itself, and no orphaned server is left behind when this command is stopped
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(cmd[0], cmd)
     try:
         return subprocess.call(cmd)
     except KeyboardInterrupt:

@@ -303,6 +303,9 @@ def test_lab_starts_with_jupyter_options(tmp_path: Path, monkeypatch: pytest.Mon
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+    # stopping the command stops the server: nothing is left listening on the port
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", port)) != 0, "JupyterLab outlived `maze-lab lab`"
 
 
 def test_train_without_n_epochs_says_how_long_and_stops_on_ctrl_c(tmp_path: Path) -> None:
