@@ -67,8 +67,9 @@ def test_setup_on_a_stock_path_installs_into_its_own_environment(tmp_path: Path)
     home.mkdir()
     venv = tmp_path / "venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True, timeout=120)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", purelib], check=True, capture_output=True,
+                          text=True).stdout.strip()
     if subprocess.run([str(venv / "bin" / "python"), "-c", "import sys; assert sys.version_info[:2] == "
                        f"{tuple(sys.version_info[:2])}"]).returncode != 0:
         pytest.skip("/usr/bin/python3 is another Python version than the test environment's")
