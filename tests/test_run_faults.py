@@ -4,15 +4,13 @@ CLI and in the background), negative epoch counts, bad checkpoints, and stop/fai
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from run_utils import TINY, run_maze_lab, train_tiny_run
 
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.core.wrappers.gym_maze_env import make_gym_maze_env
@@ -20,31 +18,11 @@ from maze_lab.run.run_context import RunContext, RunFailedError
 from maze_lab.run.run_dir import DamagedRunError, ExistingRunError, RunDirectory
 from maze_lab.run.runs import list_runs, load_run
 
-TINY = {"n_epochs": 1, "algorithm.epoch_length": 1, "algorithm.n_rollout_steps": 16, "runner.concurrency": 1,
-        "runner.eval_concurrency": 1, "algorithm.eval_repeats": 1}
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "maze-lab"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "maze_lab.cli"]
-
-
-def maze_lab(*args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
-    """The command in a subprocess, as a user runs it."""
-    env = dict(os.environ)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
-    return subprocess.run([*_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
-
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished one-epoch CartPole run."""
-    base = tmp_path_factory.mktemp("trained")
-    rc = RunContext(overrides={**TINY, "log_base_dir": str(base)}, silent=True)
-    rc.train()
-    rc.close()
-    return rc.run_dir
+    return train_tiny_run(tmp_path_factory.mktemp("trained"))
 
 
 def copy_of(run: Path, dest: Path) -> Path:
@@ -97,7 +75,7 @@ def test_damaged_runs_are_listed_as_damaged_with_the_reason(trained: Path, tmp_p
         row = rows[f"run_{i}"]
         assert row["status"] == "damaged" and reason in row["reason"], row
 
-    proc = maze_lab("runs", "--base", str(base), cwd=tmp_path)
+    proc = run_maze_lab("runs", "--base", str(base), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"{len(DAMAGES)} damaged run directories:" in proc.stdout
     for _, reason in DAMAGES.values():
@@ -110,7 +88,7 @@ def test_a_damaged_run_is_refused_in_one_line(trained: Path, tmp_path: Path) -> 
     (run / "config.yaml").write_text("env: [unclosed")
     with pytest.raises(DamagedRunError, match="config.yaml is not a valid configuration"):
         load_run(run).policy()
-    proc = maze_lab("rollout", str(run), "--no-record", cwd=tmp_path)
+    proc = run_maze_lab("rollout", str(run), "--no-record", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "config.yaml is not a valid configuration" in proc.stderr
     (run / "maze_lab_run.json").write_text("")
@@ -183,7 +161,7 @@ def test_train_with_a_corrupt_checkpoint_fails_in_one_line(trained: Path, tmp_pa
     _truncate(source / "checkpoints" / "state_dict_last.pt")
     outputs = tmp_path / "outputs"
     args = ["train", f"input_dir={source}", f"log_base_dir={outputs}", *(f"{k}={v}" for k, v in TINY.items())]
-    proc = maze_lab(*args, cwd=tmp_path)
+    proc = run_maze_lab(*args, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("maze-lab train: error: ")
@@ -193,7 +171,7 @@ def test_train_with_a_corrupt_checkpoint_fails_in_one_line(trained: Path, tmp_pa
     summary = json.loads((run_dir / "maze_lab_run.json").read_text())
     assert summary["status"] == "failed" and "truncated or corrupt" in summary["error"]
 
-    debug = maze_lab(*args, "--debug", cwd=tmp_path)
+    debug = run_maze_lab(*args, "--debug", cwd=tmp_path)
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "CheckpointError" in debug.stderr
 
 
@@ -206,7 +184,7 @@ def make_env(**kwargs):
 def test_train_whose_env_raises_fails_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "broken_env_project.py").write_text(BROKEN_ENV)
     outputs = tmp_path / "outputs"
-    proc = maze_lab("train", "env._target_=broken_env_project.make_env", f"log_base_dir={outputs}",
+    proc = run_maze_lab("train", "env._target_=broken_env_project.make_env", f"log_base_dir={outputs}",
                     *(f"{k}={v}" for k, v in TINY.items()), cwd=tmp_path, pythonpath=tmp_path)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -241,7 +219,7 @@ def test_negative_n_epochs_are_refused(tmp_path: Path) -> None:
         RunContext(overrides={"algorithm.n_epochs": -2}, silent=True)
     with pytest.raises(ConfigurationError, match=r"^n_epochs must be >= 0"):
         RunContext(overrides={"n_epochs": -3}, silent=True)
-    proc = maze_lab("train", "algorithm.n_epochs=-2", cwd=tmp_path)
+    proc = run_maze_lab("train", "algorithm.n_epochs=-2", cwd=tmp_path)
     assert proc.returncode == 2 and "algorithm.n_epochs must be >= 0" in proc.stderr
     assert proc.stderr.count("\n") == 1
 
@@ -259,7 +237,7 @@ def test_a_bad_checkpoint_of_a_loaded_run_gives_maze_labs_message(trained: Path,
     torch.save({"model": {}, "payload": threading.Lock}, run / "checkpoints" / "state_dict_last.pt")
     with pytest.raises(CheckpointError, match="contains code-bearing Python objects"):
         load_run(run).policy("last")
-    proc = maze_lab("rollout", str(run), "--which", "last", "--no-record", cwd=tmp_path)
+    proc = run_maze_lab("rollout", str(run), "--which", "last", "--no-record", cwd=tmp_path)
     assert proc.returncode == 2 and "contains code-bearing Python objects" in proc.stderr
     assert proc.stderr.count("\n") == 1
     torch.save({"model": {"nothing": torch.zeros(1)}}, run / "checkpoints" / "state_dict_last.pt")

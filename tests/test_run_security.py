@@ -6,7 +6,6 @@ the command never runs; ``trust=[...]`` / ``--trust`` admit a module of the user
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
@@ -14,38 +13,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_utils import TINY, run_maze_lab, train_tiny_run
 
 from maze_lab.core.utils.factory import ConfigurationError, TrustError, TrustPolicy, locate, restricted
 from maze_lab.run.run_context import RunContext
 from maze_lab.run.runs import load_run
 
-TINY = {"n_epochs": 1, "algorithm.epoch_length": 1, "algorithm.n_rollout_steps": 16, "runner.concurrency": 1,
-        "runner.eval_concurrency": 1, "algorithm.eval_repeats": 1}
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).parent / "maze-lab"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "maze_lab.cli"]
-
-
-def maze_lab(*args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
-    """The command in a subprocess, as a user runs it."""
-    import os
-
-    env = dict(os.environ)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
-    return subprocess.run([*_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
-
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished CartPole run (its checkpoints fit the default model)."""
-    base = tmp_path_factory.mktemp("trained")
-    rc = RunContext(overrides={**TINY, "log_base_dir": str(base)}, silent=True)
-    rc.train()
-    rc.close()
-    return rc.run_dir
+    return train_tiny_run(tmp_path_factory.mktemp("trained"))
 
 
 def tampered(trained: Path, tmp_path: Path, change: Callable[[dict], None]) -> Path:
@@ -131,7 +109,7 @@ def test_maze_lab_rollout_refuses_it_in_one_line(trained: Path, tmp_path: Path, 
     marker = tmp_path / "command_ran"
     change, key = PLACES[place]
     run = tampered(trained, tmp_path, lambda cfg: change(cfg, marker))
-    proc = maze_lab("rollout", str(run), "--no-record", cwd=tmp_path)
+    proc = run_maze_lab("rollout", str(run), "--no-record", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("maze-lab rollout: error: ")
@@ -147,7 +125,7 @@ def test_resuming_from_it_is_refused(trained: Path, tmp_path: Path, place: str) 
     outputs = tmp_path / "outputs"
     with pytest.raises(TrustError, match=rf"config\.yaml: {key.replace('.', '[.]')} was refused"):
         RunContext(overrides={**TINY, "input_dir": str(run), "log_base_dir": str(outputs)}, silent=True)
-    proc = maze_lab("train", f"input_dir={run}", f"log_base_dir={outputs}", *(f"{k}={v}" for k, v in TINY.items()),
+    proc = run_maze_lab("train", f"input_dir={run}", f"log_base_dir={outputs}", *(f"{k}={v}" for k, v in TINY.items()),
                     cwd=tmp_path)
     assert proc.returncode == 2 and key in proc.stderr and "Traceback" not in proc.stderr
     assert not outputs.exists()  # refused before a run directory was made
@@ -275,9 +253,9 @@ def test_trust_admits_a_module_of_the_users_own(user_run: tuple[Path, Path], tmp
             locate("my_maze_project.system")
     finally:
         sys.path.remove(str(code))
-    refused = maze_lab("rollout", str(run_dir), "--no-record", cwd=tmp_path, pythonpath=code)
+    refused = run_maze_lab("rollout", str(run_dir), "--no-record", cwd=tmp_path, pythonpath=code)
     assert refused.returncode == 2 and "--trust my_maze_project" in refused.stderr
-    allowed = maze_lab("rollout", str(run_dir), "--no-record", "--trust", "my_maze_project", cwd=tmp_path,
+    allowed = run_maze_lab("rollout", str(run_dir), "--no-record", "--trust", "my_maze_project", cwd=tmp_path,
                        pythonpath=code)
     assert allowed.returncode == 0, allowed.stderr
     assert "1 episode(s) of the best policy: mean reward" in allowed.stdout

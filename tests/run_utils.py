@@ -1,0 +1,37 @@
+"""Shared by the run-layer tests: a tiny training budget, the ``maze-lab`` command in a subprocess, a finished run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from maze_lab.run.run_context import RunContext
+
+TINY = {"n_epochs": 1, "algorithm.epoch_length": 1, "algorithm.n_rollout_steps": 16, "runner.concurrency": 1,
+        "runner.eval_concurrency": 1, "algorithm.eval_repeats": 1}
+"""Overrides for a one-epoch CartPole run of a few dozen env steps."""
+
+
+def maze_lab_command() -> list[str]:
+    """The ``maze-lab`` script of this environment (or the module, where the script is not installed)."""
+    script = Path(sys.executable).parent / "maze-lab"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "maze_lab.cli"]
+
+
+def run_maze_lab(*args: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    """The command in a subprocess, as a user runs it (``pythonpath`` is put in front of PYTHONPATH)."""
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
+    return subprocess.run([*maze_lab_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env=env)
+
+
+def train_tiny_run(base: Path) -> Path:
+    """The directory of a finished one-epoch CartPole run under ``base``."""
+    rc = RunContext(overrides={**TINY, "log_base_dir": str(base)}, silent=True)
+    rc.train()
+    rc.close()
+    return rc.run_dir
