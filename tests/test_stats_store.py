@@ -504,3 +504,44 @@ def test_statistics_file_on_a_full_tmpfs(small_disk: Path) -> None:
     loaded = StatsStore.load(small_disk)
     assert written > 0 and _complete_epochs(loaded) == list(range(1, written + 1))
     assert _stray_temporary_files(small_disk) == []
+
+
+# ---- following a run that is still writing -------------------------------------------------------------------
+def test_a_followed_run_directory_gains_the_epochs_written_after_it_was_opened(tmp_path: Path) -> None:
+    writer = StatsStore(directory=tmp_path)
+    reader = StatsStore.follow(tmp_path)  # nothing written yet: an empty store, not an error
+    assert len(reader) == 0 and reader.version == 0 and reader.refresh() == 0
+    _write_epoch(writer, 1)
+    writer.flush()
+    assert reader.refresh() == 1 and reader.version == 1
+    for epoch in (2, 3):
+        _write_epoch(writer, epoch)
+    writer.flush()
+    assert reader.refresh() == 2 and reader.refresh() == 0
+    assert _complete_epochs(reader) == [1, 2, 3] and reader.version == 3
+    assert reader.series("BaseEnvEvents", "reward", "mean", prefix="train").tolist() == [10.0, 20.0, 30.0]
+
+
+def test_refresh_waits_for_an_epoch_still_being_written(tmp_path: Path) -> None:
+    writer = StatsStore(directory=tmp_path)
+    _write_epoch(writer, 1)
+    writer.flush()
+    reader = StatsStore.follow(tmp_path)
+    data = stats_files.encode_epoch([(2, "train", "BaseEnvEvents", "reward", "mean", 2.0)], [])
+    with (tmp_path / STATS_FILE).open("ab") as fh:
+        fh.write(data[: len(data) // 2])  # half an epoch: a writer in the middle of its append
+    assert reader.refresh() == 0 and len(reader) == 2
+    with (tmp_path / STATS_FILE).open("ab") as fh:
+        fh.write(data[len(data) // 2:])
+    assert reader.refresh() == 1 and reader.to_dataframe().value.tolist() == [10.0, 20.0, 2.0]
+
+
+def test_refresh_of_a_replaced_file_says_so(tmp_path: Path) -> None:
+    writer = StatsStore(directory=tmp_path)
+    for epoch in (1, 2):
+        _write_epoch(writer, epoch)
+    writer.flush()
+    reader = StatsStore.follow(tmp_path)
+    (tmp_path / STATS_FILE).write_bytes(stats_files.stream_header())
+    with pytest.raises(StatsFileError, match="replaced or cut"):
+        reader.refresh()

@@ -231,16 +231,36 @@ def _read_bounded(path: Path, max_bytes: int) -> bytes:
     return data
 
 
-def read_stats_file(path: str | Path, max_bytes: int = MAX_STATS_BYTES) -> StatsFileContents:
+def _read_tail(path: Path, start: int, max_bytes: int) -> bytes:
+    size = _check_size(path, max_bytes)
+    if size < start:
+        raise StatsFileError(f"{path} is shorter ({size:,} bytes) than the {start:,} bytes read before: it was "
+                             f"replaced or cut; load the run again")
+    with path.open("rb") as fh:
+        fh.seek(start)
+        return fh.read(max_bytes - start + 1)
+
+
+def read_stats_file(path: str | Path, max_bytes: int = MAX_STATS_BYTES, start: int = 0) -> StatsFileContents:
     """Rows, samples, number of epochs (record batches) and end of the last complete one of a ``stats.arrows`` file.
 
-    A truncated last epoch (a writer killed mid-write) is left out with a warning; anything that is not a
-    maze-lab statistics stream is refused with :class:`StatsFileError`.
+    A truncated last epoch (a writer killed mid-write, or one still being written) is left out, with a warning
+    where ``start`` is 0; anything that is not a maze-lab statistics stream is refused with :class:`StatsFileError`.
+
+    :param start: read only the epochs after this byte offset (the ``end`` of an earlier read of the same file):
+        how a reader follows a run that is still writing. ``epochs`` then counts the new epochs only.
     """
     import pyarrow as pa
 
     path = Path(path)
-    data = _read_bounded(path, max_bytes)
+    if start:
+        header = stream_header()
+        tail = _read_tail(path, start, max_bytes)
+        if not tail:
+            return StatsFileContents([], [], 0, start)
+        data, offset = header + tail, start - len(header)
+    else:
+        data, offset = _read_bounded(path, max_bytes), 0
     if not data:
         return StatsFileContents([], [], 0, 0)
     source = pa.BufferReader(pa.py_buffer(data))
@@ -265,11 +285,13 @@ def read_stats_file(path: str | Path, max_bytes: int = MAX_STATS_BYTES) -> Stats
         except StopIteration:
             break
         except (pa.ArrowException, OSError, ValueError) as err:
-            warnings.warn(f"{path}: statistics after epoch record {len(batches)} are incomplete and were left "
-                          f"out ({err})", stacklevel=2)
+            if not start:
+                warnings.warn(f"{path}: statistics after epoch record {len(batches)} are incomplete and were left "
+                              f"out ({err})", stacklevel=2)
             break
         batches.append(batch)
         end = source.tell()
+    end += offset
     if not batches:
         return StatsFileContents([], [], 0, end)
     table = pa.Table.from_batches(batches, schema=reader.schema)

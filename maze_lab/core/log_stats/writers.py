@@ -384,6 +384,45 @@ class StatsStore(LogStatsWriter):
                                     f"{sf.LEGACY_SCALARS_FILE} (the run may not have finished an epoch yet)")
         return store
 
+    @classmethod
+    def follow(cls, directory: str | Path, max_bytes: int | None = None) -> StatsStore:
+        """The statistics of a run directory that may still be training (in this or another process): what is
+        there now (nothing yet where the run has not finished an epoch); :meth:`refresh` adds what comes later."""
+        from maze_lab.core.log_stats import stats_files as sf
+
+        directory = Path(directory)
+        path = directory / sf.STATS_FILE
+        if path.exists() or (directory / sf.LEGACY_SCALARS_FILE).exists():
+            return cls.load(directory, max_bytes)
+        store = cls()
+        store._source = (path, 0)
+        return store
+
+    def refresh(self, max_bytes: int | None = None) -> int:
+        """For a store read by :meth:`load`: add the epochs the run appended to ``stats.arrows`` since (only the
+        new bytes are read; an epoch still being written waits for the next call). Returns the number of new
+        epochs; 0 for stores that were not loaded from a ``stats.arrows`` file."""
+        return _refresh(self, max_bytes)
+
+
+def _refresh(store: StatsStore, max_bytes: int | None) -> int:
+    from maze_lab.core.log_stats import stats_files as sf
+
+    if store._source is None:
+        return 0
+    path, end = store._source
+    if not path.exists():
+        return 0
+    contents = sf.read_stats_file(path, sf.MAX_STATS_BYTES if max_bytes is None else int(max_bytes), start=end)
+    if not contents.epochs:
+        return 0
+    with store._lock:
+        store._rows.extend(contents.rows)
+        store._samples.extend(contents.samples)
+        store._version += contents.epochs
+        store._source = (path, contents.end)
+    return contents.epochs
+
 
 def _same_file(a: Path, b: Path) -> bool:
     try:
