@@ -225,3 +225,32 @@ def test_background_failure_shows_traceback_and_kernel_survives(kernel: Kernel) 
     # the kernel is still usable
     assert kernel.ok("1 + 1").result == "2"
     assert kernel.value("sum(range(10))") == 45
+
+
+def test_awaiting_a_run_keeps_the_event_loop_and_widgets_working(kernel: Kernel) -> None:
+    """``await handle.wait_async()`` blocks the cell (papermill waits for it) while other tasks of the kernel's loop
+    run and a widget's button click (a comm message) is handled: here the click stops the run."""
+    kernel.ok("import asyncio, ipywidgets\nticks = []\n"
+              "async def ticker():\n    while True:\n        ticks.append(1)\n        await asyncio.sleep(0.05)\n"
+              "rc4 = RunContext(overrides=TINY, silent=True)\nh4 = rc4.train_async(0)\n"
+              "stop_button = ipywidgets.Button(description='stop')\nstop_button.on_click(lambda _: h4.stop(timeout=0))\n"
+              "task = asyncio.get_event_loop().create_task(ticker())")
+    comm_id = kernel.value("stop_button.model_id")
+    kernel.wait_for("h4.progress['epoch'] >= 1")
+    msg_id = kernel.kc.execute("final = await h4.wait_async()\nticks_seen = len(ticks)\ntask.cancel()\nprint(final)")
+    # the click arrives while the cell is still awaiting the run (which trains until stopped: n_epochs 0)
+    kernel.kc.shell_channel.send(kernel.kc.session.msg(
+        "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}))
+    deadline = time.monotonic() + 120
+    out = ""
+    while True:
+        msg = kernel.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            out += msg["content"]["text"]
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    assert out.strip() == "stopped"
+    assert kernel.value("ticks_seen") > 1
+    assert kernel.value("h4.latest_checkpoint is not None")

@@ -799,6 +799,17 @@ class RunHandle:
             raise RunFailedError(f"the run in {self.run_dir} failed:\n{tb}")
         return self.status
 
+    async def wait_async(self, poll_seconds: float = 0.2) -> str:
+        """``await handle.wait_async()`` in a notebook cell: wait for the run to end without blocking the kernel's
+        event loop, so that widgets keep redrawing and their buttons (stop, pause) keep working while the cell
+        waits; papermill runs such a cell to the end like any other. Returns the final status; raises
+        RunFailedError where the run failed. Cancelling the wait (interrupting the cell) leaves the run going."""
+        import asyncio
+
+        while not self._done.is_set():
+            await asyncio.sleep(poll_seconds)
+        return self.wait(0)
+
     def _wait_for_trainer(self, timeout: float = 120.0) -> Any:
         self._built.wait(timeout)
         return self._run._trainer
