@@ -1,0 +1,222 @@
+"""The cockpit while a run trains in the same kernel: what it costs the run, and how responsive the kernel stays.
+
+In one real IPython kernel driven through jupyter_client (as JupyterLab drives it), PPO CartPole trains in the
+background (``rc.train_async()``) while the client executes a cell every ``--probe-gap`` seconds; measured:
+
+- throughput: env steps per second with the cockpit (``TrainingDashboard``) displayed and polling, against the
+  same background run and the same cells without it (interleaved runs, medians; min and max printed);
+- building the cockpit: wall time of the cell ``TrainingDashboard(handle)`` + display while a run trains, against
+  the same cell in an idle kernel (a finished run of the same length);
+- realistic cells: a pandas groupby over the run's statistics and a plotly figure, p95 of their wall time while a
+  run trains against idle;
+- opening the cockpit on a run directory of 1,000 CartPole epochs (scalars and samples, replayed from a real
+  run), in this process;
+- the trajectory viewer: time to show one Cutting-2D step (median over the steps of a recorded episode).
+
+Cell wall times run from the execute request to the kernel reporting idle: what a user waits for.
+
+Run: python tests/benchmarks/dashboard_overhead.py [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from background_overhead import Kernel  # noqa: E402
+
+SETUP = """
+import threading, time
+import numpy as np
+from IPython.display import display
+from maze_lab.run.run_context import RunContext
+from maze_lab.widgets.dashboard import TrainingDashboard
+CONFIG = dict(overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
+                          "algorithm.patience": 0, "seed": 1234}}, silent=True)
+
+def start(n_epochs, cockpit):
+    global BG
+    rc = RunContext(**CONFIG)
+    rc.trainer  # build envs and model now: only training is timed
+    ended = []
+    t0 = time.perf_counter()
+    handle = rc.train_async(n_epochs)
+    threading.Thread(target=lambda: (handle.wait(), ended.append(time.perf_counter())), daemon=True).start()
+    board = None
+    if cockpit:
+        board = TrainingDashboard(handle)
+        display(board)
+    BG = (rc, handle, t0, ended, board)
+
+def result():
+    rc, handle, t0, ended, board = BG
+    if board is not None and hasattr(board, "close"):
+        board.close()
+    rc.close()
+    return {{"env_steps": rc.trainer.env_steps, "wall": ended[0] - t0, "status": handle.status}}
+"""
+
+CELLS = {
+    "pandas groupby on the statistics": "_df = BG[1].stats\n_df.groupby(['prefix', 'event', 'name']).value.agg(['mean', "
+                                        "'min', 'max', 'last']).shape",
+    "a plotly figure": "import plotly.graph_objects as _go\n_f = _go.Figure([_go.Scatter(y=np.random.default_rng(0)"
+                       ".normal(size=2000).cumsum()) for _ in range(4)])\n_f.update_layout(title='x').to_dict()['layout']"
+                       "['title']['text']",
+}
+BUILD = "_t = time.perf_counter()\n_b = TrainingDashboard(BG[1])\ndisplay(_b)\nif hasattr(_b, 'close'): _b.close()"
+
+
+def train_with_cells(kernel: Kernel, n_epochs: int, cockpit: bool, gap: float,
+                     cells: dict[str, str] | None = None) -> tuple[dict, dict[str, list[float]]]:
+    """One background run while cells run every ``gap`` seconds; returns its throughput and the cells' wall times."""
+    kernel.run(f"start({n_epochs}, {cockpit})")
+    walls: dict[str, list[float]] = {name: [] for name in (cells or {"1 + 1": "1 + 1"})}
+    codes = cells or {"1 + 1": "1 + 1"}
+    next_check, i = 0.0, 0
+    while True:
+        if time.monotonic() >= next_check:
+            if kernel.value("len(BG[3]) > 0"):
+                break
+            next_check = time.monotonic() + 0.5
+        name = list(codes)[i % len(codes)]
+        walls[name].append(kernel.run(codes[name])[0])
+        i += 1
+        time.sleep(gap)
+    return kernel.value("result()"), walls
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
+
+
+def open_1000_epochs(n_epochs: int) -> float:
+    """Median seconds to build the cockpit on a run directory of ``n_epochs`` replayed CartPole epochs."""
+    from stats_store import capture_cartpole_epoch, write_epoch
+
+    from maze_lab.core.log_stats.writers import StatsStore
+    from maze_lab.run.run_dir import RunDirectory
+    from maze_lab.widgets.dashboard import TrainingDashboard
+
+    writes = capture_cartpole_epoch(2)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "exp" / "run"
+        run_dir.mkdir(parents=True)
+        RunDirectory(run_dir).write_summary(status="done", experiment="exp", seed=0, epoch=n_epochs)
+        store = StatsStore(directory=run_dir)
+        for epoch in range(1, n_epochs + 1):
+            write_epoch(store, epoch, writes)
+        store.close()
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            board = TrainingDashboard(run_dir)
+            times.append(time.perf_counter() - t0)
+            if hasattr(board, "close"):
+                board.close()
+    return statistics.median(times)
+
+
+def viewer_step_ms() -> float | None:
+    """Median milliseconds for the trajectory viewer to show one step of a recorded Cutting-2D episode."""
+    try:
+        from maze_lab.widgets.trajectory_viewer import TrajectoryViewer
+    except ImportError:
+        return None
+    from maze_lab.run.run_context import RunContext
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rc = RunContext(experiment="cutting2d_masked_ppo", silent=True, run_dir=Path(tmp) / "run",
+                        overrides={"n_epochs": 1, "algorithm.epoch_length": 1})
+        rc.rollout(n_episodes=1, deterministic=True, seed=0)
+        rc.close()
+        viewer = TrajectoryViewer(rc.run_dir / "trajectories")
+        n_steps = len(viewer.episode.steps) if hasattr(viewer.episode, "steps") else 20
+        times = []
+        for step in range(n_steps):
+            t0 = time.perf_counter()
+            viewer.show_step(step)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    """Measure and print the tables and the bench line."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--epochs", type=int, default=4, help="epochs per background run")
+    parser.add_argument("--epoch-length", type=int, default=10, help="updates per epoch (200 env steps each)")
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--probe-gap", type=float, default=0.1, help="seconds between cells")
+    parser.add_argument("--open-epochs", type=int, default=1000)
+    args = parser.parse_args()
+
+    kernel = Kernel()
+    sps: dict[str, list[float]] = {"background, cells, no cockpit": [], "background, cells, cockpit": []}
+    idle_cells: dict[str, list[float]] = {name: [] for name in CELLS}
+    busy_cells: dict[str, list[float]] = {name: [] for name in CELLS}
+    build_idle: list[float] = []
+    build_busy: list[float] = []
+    try:
+        with tempfile.TemporaryDirectory() as log_dir:
+            kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length))
+            kernel.run(f"start(1, True)")  # warm-up: imports, first allocations, the widget classes
+            kernel.value("(BG[1].wait(), result())[1]")
+            for _ in range(args.repeats):  # interleaved, so that machine noise hits both variants alike
+                for cockpit in (False, True):
+                    r, _ = train_with_cells(kernel, args.epochs, cockpit, args.probe_gap)
+                    sps[f"background, cells, {'cockpit' if cockpit else 'no cockpit'}"].append(
+                        r["env_steps"] / r["wall"])
+                # realistic cells and the cockpit build while a run trains, then in the idle kernel
+                kernel.run(f"start({args.epochs}, False)")
+                build_busy.append(kernel.run(BUILD)[0])
+                for name, code in CELLS.items():
+                    busy_cells[name].append(kernel.run(code)[0])
+                while not kernel.value("len(BG[3]) > 0"):
+                    for name, code in CELLS.items():
+                        busy_cells[name].append(kernel.run(code)[0])
+                    time.sleep(args.probe_gap)
+                build_idle.append(kernel.run(BUILD)[0])  # the finished run: same statistics, idle kernel
+                for _ in range(max(5, len(busy_cells[next(iter(CELLS))]) // args.repeats)):
+                    for name, code in CELLS.items():
+                        idle_cells[name].append(kernel.run(code)[0])
+                kernel.value("result()")
+    finally:
+        kernel.close()
+
+    med = {k: statistics.median(v) for k, v in sps.items()}
+    ref = med["background, cells, no cockpit"]
+    print(f"PPO CartPole-v1 trained in the background of one IPython kernel, a cell every "
+          f"{args.probe_gap * 1000:.0f} ms; {args.epochs} epochs x {args.epoch_length} updates x 200 env steps, "
+          f"{args.repeats} runs per variant (interleaved)")
+    print(f"{'variant':<34}{'min':>8}{'median':>8}{'max':>8}{'vs no cockpit':>15}  (env steps/s)")
+    for name, values in sps.items():
+        print(f"{name:<34}{min(values):>8,.0f}{med[name]:>8,.0f}{max(values):>8,.0f}{med[name] / ref:>15.3f}")
+    print()
+    print(f"{'cell':<36}{'idle p95 ms':>12}{'busy p95 ms':>12}{'busy/idle':>10}")
+    build_ratio = statistics.median(build_busy) / statistics.median(build_idle)
+    print(f"{'build + display the cockpit (median)':<36}{statistics.median(build_idle) * 1000:>12.0f}"
+          f"{statistics.median(build_busy) * 1000:>12.0f}{build_ratio:>10.2f}")
+    ratios = []
+    for name in CELLS:
+        idle, busy = p95(idle_cells[name]), p95(busy_cells[name])
+        ratios.append(busy / idle)
+        print(f"{name:<36}{idle * 1000:>12.1f}{busy * 1000:>12.1f}{busy / idle:>10.2f}")
+    print()
+    opened = open_1000_epochs(args.open_epochs)
+    print(f"open the cockpit on a run directory of {args.open_epochs} epochs: {opened:.3f} s (median of 3)")
+    step_ms = viewer_step_ms()
+    print(f"trajectory viewer, one Cutting-2D step: "
+          f"{'n/a' if step_ms is None else f'{step_ms:.1f} ms'} (median over an episode's steps)")
+    loss = 1 - med["background, cells, cockpit"] / ref
+    print(f"bench: dashboard_overhead throughput_loss={loss:.3f} build_busy_vs_idle={build_ratio:.2f} "
+          f"cell_p95_busy_vs_idle={max(ratios):.2f} open_1000_epochs_s={opened:.3f} "
+          f"viewer_step_ms={'nan' if step_ms is None else f'{step_ms:.1f}'}")
+
+
+if __name__ == "__main__":
+    main()
