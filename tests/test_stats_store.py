@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_utils import cartpole_factory, flat_actor_critic
+from training_utils import MidEpochReader, cartpole_factory, flat_actor_critic
 
 from maze_lab.core.log_stats import stats_files
 from maze_lab.core.log_stats.aggregation import StatKey
 from maze_lab.core.log_stats.base_events import BaseEnvEvents, DiscreteActionEvents, ObservationEvents
 from maze_lab.core.log_stats.stats_files import STATS_FILE, StatsFileError, StatsWriteError
-from maze_lab.core.log_stats.writers import LogStatsWriter, StatsStore, epoch_commit
+from maze_lab.core.log_stats.writers import StatsStore, epoch_commit
 from maze_lab.run.run_dir import RunDirectory
 from maze_lab.train.trainers.a2c import A2C, A2CAlgorithmConfig
 from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
@@ -99,27 +99,10 @@ def test_end_epoch_without_begin_names_the_mistake() -> None:
         StatsStore().end_epoch(3)
 
 
-class _Spy(LogStatsWriter):
-    """Looks at the store whenever the trainer writes, i.e. in the middle of an epoch."""
-
-    def __init__(self, store: StatsStore):
-        self.store = store
-        self.seen: list[tuple[int, list[int]]] = []
-
-    def write(self, prefix: str | None, step: int, stats: dict) -> None:
-        df = self.store.to_dataframe()
-        epochs = sorted(set(df.epoch))
-        for epoch in epochs:
-            rows = df[df.epoch == epoch]
-            assert set(rows.prefix) == {"train", "eval"}, f"a reader saw half of epoch {epoch}: {set(rows.prefix)}"
-            assert "ActorCriticEvents" in set(rows.topic), f"a reader saw epoch {epoch} without trainer statistics"
-        self.seen.append((self.store.version, epochs))
-
-
 def test_version_changes_once_per_completed_trainer_epoch() -> None:
     torch.manual_seed(0)
     store = StatsStore()
-    spy = _Spy(store)
+    spy = MidEpochReader(store, {"train", "eval"}, "ActorCriticEvents")
     writers = [store, spy]
     config = A2CAlgorithmConfig(n_epochs=3, epoch_length=1, n_rollout_steps=8, seed=0, patience=0)
     train_env = SequentialVectorEnv([cartpole_factory] * 2, logging_prefix="train", writers=writers)

@@ -11,10 +11,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from training_utils import cartpole_factory, flat_actor_critic
+from training_utils import MidEpochReader, cartpole_factory, flat_actor_critic
 
 from maze_lab.core.agent import DummyCartPolePolicy
-from maze_lab.core.log_stats.writers import LogStatsWriter, StatsStore
+from maze_lab.core.log_stats.writers import StatsStore
 from maze_lab.core.rollout import SequentialRolloutRunner
 from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv
 from maze_lab.run.config import compose_config, training_plan
@@ -162,29 +162,12 @@ def test_without_a_target_the_schedule_holds_its_start_value_and_says_so(capsys)
 
 
 # ---- 4. BC epochs are committed to the StatsStore -----------------------------------------------------------------
-class _StoreSpy(LogStatsWriter):
-    """Looks at the store whenever the trainer writes, i.e. in the middle of an epoch."""
-
-    def __init__(self, store: StatsStore):
-        self.store = store
-        self.seen: list[tuple[int, list[int]]] = []
-
-    def write(self, prefix: str | None, step: int, stats: dict) -> None:
-        """Record the store's version and the epochs a reader sees now."""
-        df = self.store.to_dataframe()
-        epochs = sorted(set(df.epoch))
-        for epoch in epochs:
-            prefixes = set(df[df.epoch == epoch].prefix)
-            assert prefixes == {"train", "validation", "eval"}, f"a reader saw half of BC epoch {epoch}: {prefixes}"
-        self.seen.append((self.store.version, epochs))
-
-
 def test_bc_version_changes_once_per_completed_epoch(tmp_path) -> None:
     SequentialRolloutRunner(cartpole_factory, DummyCartPolePolicy(), n_episodes=3, trajectory_dir=tmp_path / "traj",
                             seed=0, writers=[]).run()
     torch.manual_seed(0)
     store = StatsStore()
-    spy = _StoreSpy(store)
+    spy = MidEpochReader(store, {"train", "validation", "eval"})
     evaluator = RolloutEvaluator(SequentialVectorEnv([cartpole_factory], logging_prefix="eval",
                                                      writers=[store, spy]), n_episodes=1)
     bc = BC(BCAlgorithmConfig(n_epochs=3, batch_size=256, seed=0, eval_every_k_iterations=None),

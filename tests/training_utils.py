@@ -7,6 +7,7 @@ from torch import nn
 from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
 from maze_lab.core.agent.torch_policy import TorchPolicy
 from maze_lab.core.agent.torch_state_critic import TorchSharedStateCritic
+from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv
 from maze_lab.distributions.distribution_mapper import DistributionMapper
 from maze_lab.perception.models.built_in.flatten_concat import FlattenConcatPolicyNet, FlattenConcatStateValueNet
@@ -27,3 +28,24 @@ def flat_actor_critic(env, hidden=(64, 64)) -> TorchActorCritic:
     critic = TorchSharedStateCritic({0: FlattenConcatStateValueNet(obs_shapes, hidden_units=list(hidden),
                                                                    non_lin=nn.Tanh)}, env.observation_spaces_dict)
     return TorchActorCritic(policy, critic)
+
+
+class MidEpochReader(LogStatsWriter):
+    """A writer that reads the StatsStore whenever the trainer writes, i.e. in the middle of an epoch, and asserts
+    that every epoch a reader can see is whole: all of ``prefixes`` (and the ``topic``, if given) present.
+    ``seen`` keeps (store version, epochs seen) of each look."""
+
+    def __init__(self, store, prefixes: set[str], topic: str | None = None):
+        self.store, self.prefixes, self.topic = store, set(prefixes), topic
+        self.seen: list[tuple[int, list[int]]] = []
+
+    def write(self, prefix, step, stats) -> None:
+        """Look at the store now."""
+        df = self.store.to_dataframe()
+        epochs = sorted(set(df.epoch))
+        for epoch in epochs:
+            rows = df[df.epoch == epoch]
+            assert set(rows.prefix) == self.prefixes, f"a reader saw half of epoch {epoch}: {set(rows.prefix)}"
+            if self.topic is not None:
+                assert self.topic in set(rows.topic), f"a reader saw epoch {epoch} without {self.topic} statistics"
+        self.seen.append((self.store.version, epochs))

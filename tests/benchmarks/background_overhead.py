@@ -200,8 +200,8 @@ def main() -> None:
         print(f"{name:<36}{len(values):>6}{pct(values, 50):>9.1f}{pct(values, 95):>9.1f}{max(values) * 1000:>9.1f}")
     # the headline is the realistic case: the user keeps working in the kernel (and widgets redraw) while it trains
     print(f"kernel interpreter time per trivial cell (idle): {cell_cpu * 1000:.1f} ms; at one cell every "
-          f"{args.probe_gap * 1000:.0f} ms that is {floor:.1%} of one core, the floor of the busy-kernel loss for a run "
-          f"whose training thread shares the kernel's interpreter")
+          f"{args.probe_gap * 1000:.0f} ms that is {floor:.1%} of one core, the floor of the busy-kernel loss for a "
+          f"run whose training thread shares the kernel's interpreter")
     loss = 1 - med[probed] / ref
     idle_loss = 1 - med["background, idle kernel"] / ref
     print(f"bench: background_overhead throughput_loss={loss:.3f} idle_kernel_loss={idle_loss:.3f} "

@@ -63,11 +63,12 @@ def result():
 """
 
 CELLS = {
-    "pandas groupby on the statistics": "_df = BG[1].stats\n_df.groupby(['prefix', 'event', 'name']).value.agg(['mean', "
-                                        "'min', 'max', 'last']).shape",
-    "a plotly figure": "import plotly.graph_objects as _go\n_f = _go.Figure([_go.Scatter(y=np.random.default_rng(0)"
-                       ".normal(size=2000).cumsum()) for _ in range(4)])\n_f.update_layout(title='x').to_dict()['layout']"
-                       "['title']['text']",
+    "pandas groupby on the statistics":
+        "_df = BG[1].stats\n_df.groupby(['prefix', 'event', 'name']).value.agg(['mean', 'min', 'max', 'last']).shape",
+    "a plotly figure":
+        "import plotly.graph_objects as _go\n"
+        "_f = _go.Figure([_go.Scatter(y=np.random.default_rng(0).normal(size=2000).cumsum()) for _ in range(4)])\n"
+        "_f.update_layout(title='x').to_dict()['layout']['title']['text']",
 }
 BUILD = "_t = time.perf_counter()\n_b = TrainingDashboard(BG[1])\ndisplay(_b)\nif hasattr(_b, 'close'): _b.close()"
 
@@ -164,7 +165,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as log_dir:
             kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length))
-            kernel.run(f"start(1, True)")  # warm-up: imports, first allocations, the widget classes
+            kernel.run("start(1, True)")  # warm-up: imports, first allocations, the widget classes
             kernel.value("(BG[1].wait(), result())[1]")
             for _ in range(args.repeats):  # interleaved, so that machine noise hits both variants alike
                 for cockpit in (False, True):

@@ -75,8 +75,8 @@ def run_maze(seed: int, budget: int) -> tuple[float, float | None, int | None]:
 def run_sb3(seed: int, budget: int) -> tuple[float, float | None, int | None]:
     """The same for Stable-Baselines3."""
     import gymnasium as gym
+    from sb3_reference import learn_until_solved
     from stable_baselines3 import PPO as SB3PPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
     def linear(start: float):
@@ -87,41 +87,23 @@ def run_sb3(seed: int, budget: int) -> tuple[float, float | None, int | None]:
                    ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), max_grad_norm=0.5, seed=seed,
                    policy_kwargs={"net_arch": [64, 64], "activation_fn": torch.nn.Tanh}, device="cpu", verbose=0)
     eval_env = gym.make("CartPole-v1")
-    state = {"eval_time": 0.0, "solved": None, "steps": None, "rollouts": 0, "start": None}
 
-    class EvalAndStop(BaseCallback):
-        def _on_training_start(self) -> None:
-            state["start"] = time.perf_counter()
+    def evaluate(m) -> float:
+        """8 deterministic episodes."""
+        rewards = []
+        for ep in range(8):
+            obs, _ = eval_env.reset(seed=seed + 1_000_000 + ep)
+            done, total = False, 0.0
+            while not done:
+                action, _ = m.predict(obs, deterministic=True)
+                obs, r, te, tr, _ = eval_env.step(int(action))
+                total += r
+                done = te or tr
+            rewards.append(total)
+        return float(np.mean(rewards))
 
-        def _on_step(self) -> bool:
-            return state["solved"] is None
-
-        def _on_rollout_end(self) -> None:
-            state["rollouts"] += 1
-
-        def _on_rollout_start(self) -> None:
-            # evaluate after every 10 updates (the rollout end above precedes the update)
-            if state["rollouts"] and state["rollouts"] % 10 == 0 and state["solved"] is None:
-                t = time.perf_counter()
-                rewards = []
-                for ep in range(8):
-                    obs, _ = eval_env.reset(seed=seed + 1_000_000 + ep)
-                    done, total = False, 0.0
-                    while not done:
-                        action, _ = self.model.predict(obs, deterministic=True)
-                        obs, r, te, tr, _ = eval_env.step(int(action))
-                        total += r
-                        done = te or tr
-                    rewards.append(total)
-                state["eval_time"] += time.perf_counter() - t
-                if np.mean(rewards) >= TARGET:
-                    state["solved"] = time.perf_counter() - state["start"] - state["eval_time"]
-                    state["steps"] = self.model.num_timesteps
-
-    start = time.perf_counter()
-    model.learn(total_timesteps=budget, callback=EvalAndStop())
-    train_time = time.perf_counter() - start - state["eval_time"]
-    return model.num_timesteps / train_time, state["solved"], state["steps"]
+    r = learn_until_solved(model, budget, evaluate, TARGET, every=10)  # evaluated after every 10 updates
+    return r.steps_per_s, r.solved_s, r.solved_steps
 
 
 def _spread(values: list[float], fmt: str) -> str:
