@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from file_utils import rewrite_zip
 
 from maze_lab.core.agent.random_policy import RandomPolicy
 from maze_lab.core.trajectory import (
@@ -45,17 +46,6 @@ def episode_file(tmp_path_factory) -> Path:
     return env.written[0]
 
 
-def _rewrite(src: Path, dst: Path, replace: dict[str, bytes], level: int = 6) -> Path:
-    """A copy of ``src`` with some members replaced (or added)."""
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zout:
-        for name in zin.namelist():
-            zout.writestr(name, replace.get(name, zin.read(name)))
-        for name, data in replace.items():
-            if name not in zin.namelist():
-                zout.writestr(name, data)
-    return dst
-
-
 def _peak_bytes(fn) -> tuple[BaseException | None, int]:
     tracemalloc.start()
     try:
@@ -78,7 +68,7 @@ def test_a_valid_file_reads_its_arrays_only_when_used(episode_file):
 
 def test_a_compressed_bomb_is_refused_before_it_is_inflated(episode_file, tmp_path):
     """65 MiB of blanks compress to about 64 KiB; the default limit for JSON members is 64 MiB."""
-    bomb = _rewrite(episode_file, tmp_path / "bomb.trajectory.zip", {"steps.jsonl": b" " * (65 * MiB)}, level=9)
+    bomb = rewrite_zip(episode_file, tmp_path / "bomb.trajectory.zip", {"steps.jsonl": b" " * (65 * MiB)}, level=9)
     assert bomb.stat().st_size < 1 * MiB
     err, peak = _peak_bytes(lambda: load_episode(bomb))
     assert isinstance(err, TrajectoryTooLargeError)
@@ -91,7 +81,7 @@ def test_a_compressed_bomb_is_refused_before_it_is_inflated(episode_file, tmp_pa
 
 def test_a_long_line_in_the_steps_is_refused(episode_file, tmp_path):
     steps = zipfile.ZipFile(episode_file).read("steps.jsonl")
-    long_line = _rewrite(episode_file, tmp_path / "long.trajectory.zip", {"steps.jsonl": b'{"a":"' + b"x" * (2 * MiB)
+    long_line = rewrite_zip(episode_file, tmp_path / "long.trajectory.zip", {"steps.jsonl": b'{"a":"' + b"x" * (2 * MiB)
                                                                          + b'"}\n' + steps})
     with pytest.raises(TrajectoryTooLargeError, match=r"'steps.jsonl' line 1 is longer than the limit of 1,048,576"):
         load_episode(long_line, limits=TrajectoryLimits(max_line_bytes=1 * MiB))
@@ -99,7 +89,7 @@ def test_a_long_line_in_the_steps_is_refused(episode_file, tmp_path):
 
 def test_header_size_is_bounded_too(episode_file, tmp_path):
     header = json.loads(zipfile.ZipFile(episode_file).read("episode.json"))
-    big = _rewrite(episode_file, tmp_path / "h.trajectory.zip",
+    big = rewrite_zip(episode_file, tmp_path / "h.trajectory.zip",
                    {"episode.json": json.dumps({**header, "pad": "x" * (2 * MiB)}).encode()})
     with pytest.raises(TrajectoryTooLargeError, match="'episode.json'"):
         load_episode(big, limits=TrajectoryLimits(max_json_bytes=1 * MiB))
@@ -131,7 +121,7 @@ def test_a_npy_member_whose_header_lies_is_refused_before_allocation(episode_fil
     member = sorted(n for n in zipfile.ZipFile(episode_file).namelist() if n.endswith(".npy"))[0]
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10 ** 9,)})
-    lying = _rewrite(episode_file, tmp_path / "lying.trajectory.zip", {member: buf.getvalue() + b"\0" * 64})
+    lying = rewrite_zip(episode_file, tmp_path / "lying.trajectory.zip", {member: buf.getvalue() + b"\0" * 64})
     err, peak = _peak_bytes(lambda: load_episode(lying))
     assert isinstance(err, NotATrajectoryFileError), err
     assert f"member {member!r}" in str(err) and str(lying) in str(err) and "declares (1000000000,)" in str(err)
@@ -139,7 +129,7 @@ def test_a_npy_member_whose_header_lies_is_refused_before_allocation(episode_fil
 
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, {"descr": "|O", "fortran_order": False, "shape": (1,)})
-    objects = _rewrite(episode_file, tmp_path / "obj.trajectory.zip", {member: buf.getvalue() + b"\0" * 8})
+    objects = rewrite_zip(episode_file, tmp_path / "obj.trajectory.zip", {member: buf.getvalue() + b"\0" * 8})
     with pytest.raises(NotATrajectoryFileError, match="not a plain numeric dtype"):
         load_episode(objects)
 
@@ -149,7 +139,7 @@ def test_an_oversized_array_member_is_refused_by_its_declared_size(episode_file,
     big = np.zeros(2 * MiB, dtype=np.uint8)
     buf = io.BytesIO()
     np.lib.format.write_array(buf, big, allow_pickle=False)
-    path = _rewrite(episode_file, tmp_path / "big.trajectory.zip", {member: buf.getvalue()})
+    path = rewrite_zip(episode_file, tmp_path / "big.trajectory.zip", {member: buf.getvalue()})
     with pytest.raises(TrajectoryTooLargeError, match=f"{member}.*max_array_bytes"):
         load_episode(path, limits=TrajectoryLimits(max_array_bytes=1 * MiB))
     assert load_episode(path, limits=TrajectoryLimits(max_array_bytes=4 * MiB)).n_steps > 0

@@ -1,29 +1,37 @@
-"""A step-by-step trajectory viewer for notebooks: the env's renderer draws each recorded step, a panel shows
-rewards, actors, actions and events; ``to_html`` exports the frames as a static page with a slider."""
+"""The trajectory viewer for notebooks, the view over :class:`~maze_lab.widgets.trajectory_data.TrajectoryData`.
+
+Per step it shows a picture (the env's recorded frame for plain Gymnasium envs, the env's renderer drawing the
+recorded state for envs such as Cutting-2D, else a plot of the recorded numbers), a panel with rewards, actors,
+actions and events, and a reward/KPI strip over the episode with the current step marked. ``to_html`` writes a
+static page: one plotly figure with a frame per step and plotly's own slider and play button.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import html
-import io
-import json
-import sys
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
 import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from maze_lab.core.trajectory.files import SUFFIX, list_episodes, load_episode, read_episode_header
-from maze_lab.core.trajectory.records import EpisodeRecord, StepRecord, event_view, rebuild_renderer
-from maze_lab.core.trajectory.serialization import ClassAllowList
+from maze_lab.core.trajectory.files import TrajectoryLimits
+from maze_lab.core.trajectory.frames import encode_png
+from maze_lab.core.trajectory.records import EpisodeRecord, StepRecord
+from maze_lab.widgets.trajectory_data import TrajectoryData, finite_or_none
 
 _PANEL_CSS = ("font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; font-size: 13px; line-height: 1.45; "
               "color: #1b2631;")
 _NOTE_CSS = ("background: #fef9e7; border-left: 4px solid #f1c40f; padding: 6px 10px; margin: 4px 0; "
              "font-family: system-ui, sans-serif; font-size: 13px; color: #4d3b00;")
+_REWARD_COLOUR = "#2e86c1"
+_RETURN_COLOUR = "#1e8449"
+_MARKER_COLOUR = "#c0392b"
 
 
 def _fmt(value: Any, precision: int = 4) -> str:
@@ -47,65 +55,94 @@ def _fmt(value: Any, precision: int = 4) -> str:
     return str(value)
 
 
-_MAX_LINES = 8
-
-
-def _flat_numbers(values: Any) -> tuple[list[str], np.ndarray] | None:
-    """Labels and values of a dict of numeric arrays flattened into one vector (None if not numeric)."""
-    if not isinstance(values, dict):
-        values = {"value": values}
-    labels: list[str] = []
-    parts: list[np.ndarray] = []
-    for name, v in values.items():
-        arr = np.asarray(v)
-        if arr.dtype.kind not in "biuf":
-            return None
-        flat = arr.astype(np.float64).ravel()
-        labels.extend([name] if flat.size == 1 else [f"{name}[{i}]" for i in range(flat.size)])
-        parts.append(flat)
-    return (labels, np.concatenate(parts)) if parts else None
-
-
 def _esc(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+def strip_figure(data: dict[str, Any], step: int = 0, height: int | None = None) -> go.Figure:
+    """The reward/KPI strip of an episode as a plotly figure: step rewards (bars) and return (line, right axis)
+    on top, the other per-step numbers below; a vertical line and a point on the return mark ``step``.
+
+    Trace order is fixed: 0 reward, 1 return, 2 the current-step point, then the extras; ``layout.shapes[0]``
+    is the vertical line.
+
+    :param data: :meth:`TrajectoryData.strip` of the episode.
+    """
+    extra = data["extra"]
+    rows = 2 if extra else 1
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[0.55, 0.45] if rows == 2 else None, specs=[[{"secondary_y": True}]]
+                        + ([[{}]] if rows == 2 else []))
+    x = [int(v) for v in data["x"]]
+    ret = finite_or_none(data["return"])
+    fig.add_trace(go.Bar(x=x, y=finite_or_none(data["reward"]), name="reward", marker_color=_REWARD_COLOUR,
+                         opacity=0.75, hovertemplate="step %{x}<br>reward %{y:.4g}<extra></extra>"),
+                  row=1, col=1, secondary_y=False)
+    fig.add_trace(go.Scatter(x=x, y=ret, name="return", mode="lines", line={"color": _RETURN_COLOUR, "width": 2},
+                             hovertemplate="step %{x}<br>return %{y:.4g}<extra></extra>"),
+                  row=1, col=1, secondary_y=True)
+    here = min(max(step, 0), len(x) - 1) if x else 0
+    fig.add_trace(go.Scatter(x=[here] if x else [], y=[ret[here]] if x else [], name="current step",
+                             mode="markers", marker={"color": _MARKER_COLOUR, "size": 10, "symbol": "circle"},
+                             showlegend=False, hoverinfo="skip"),
+                  row=1, col=1, secondary_y=True)
+    for k, (name, values) in enumerate(extra.items()):
+        fig.add_trace(go.Scatter(x=x, y=finite_or_none(values), name=name, mode="lines+markers",
+                                 marker={"size": 4}, line={"width": 1.4, "shape": "hv"},
+                                 visible=True if k < 4 else "legendonly",
+                                 hovertemplate=f"step %{{x}}<br>{_esc(name)} %{{y:.4g}}<extra></extra>"),
+                      row=2, col=1)
+    fig.add_shape(type="line", x0=here, x1=here, xref="x", y0=0, y1=1, yref="paper",
+                  line={"color": _MARKER_COLOUR, "width": 2, "dash": "dot"})
+    fig.update_layout(height=height or (320 if rows == 2 else 220), margin={"l": 50, "r": 20, "t": 30, "b": 36},
+                      template="plotly_white", bargap=0.15, hovermode="x", title={"text": "reward and per-step numbers",
+                                                                                  "font": {"size": 13}, "x": 0.01},
+                      legend={"x": 1.08, "xanchor": "left", "y": 1, "font": {"size": 11}}, uirevision="strip")
+    fig.update_yaxes(title_text="reward", row=1, col=1, secondary_y=False, title_font={"size": 11})
+    fig.update_yaxes(title_text="return", row=1, col=1, secondary_y=True, showgrid=False, title_font={"size": 11})
+    fig.update_xaxes(title_text="step", row=rows, col=1)
+    return fig
 
 
 class TrajectoryViewer:
     """Replays recorded episodes step by step.
 
-    Select an episode (when given a directory), move the step slider or press play: the env's renderer draws
-    the recorded MazeState and MazeAction of the step, and the panel shows the step's reward, cumulative reward,
-    actors with their action values, and events. Envs whose renderer cannot draw recorded states (e.g. Gymnasium
-    envs) show the recorded numbers and a note instead of a picture.
+    Select an episode (when given a directory), move the step slider, press play, or click the strip: the step's
+    picture is shown (recorded frames for plain Gymnasium envs, the env's renderer drawing the recorded MazeState
+    and MazeAction for envs that have one, the recorded numbers otherwise), the panel shows the step's reward,
+    cumulative reward, actors with their action values and events, and the reward/KPI strip below marks the step.
+
+    Drawn pictures are cached; inside a running kernel the viewer draws the next few steps ahead on the kernel's
+    event loop while nobody is looking, so that stepping forward shows a drawn step from the cache.
 
     :param source: an :class:`EpisodeRecord`, an episode file, a directory of episode files (e.g. a run's
-        ``trajectory_data``), or a list of records/files.
+        ``trajectories``), or a list of records/files.
     :param allowed_classes: classes (or dotted paths, module prefixes ending in ``.``) besides maze-lab's own
         that may be rebuilt from the files (MazeStates, MazeActions, the renderer).
-    :param renderer: a renderer to draw with instead of the recorded one.
-    :param dpi: resolution of the drawn frames.
-    :param cache_size: rendered frames kept for scrubbing back and forth.
+    :param renderer: a renderer to draw with instead of the recorded one (or the recorded frames).
+    :param dpi: resolution of drawn pictures.
+    :param cache_size: drawn pictures kept for scrubbing back and forth.
+    :param read_ahead: steps after the shown one to draw ahead inside a running kernel (0: none).
+    :param limits: reading limits for the files.
     """
 
     def __init__(self, source: EpisodeRecord | str | Path | Sequence[EpisodeRecord | str | Path],
                  allowed_classes: Iterable[str | type] | None = None, renderer: Any = None, dpi: int = 72,
-                 cache_size: int = 64):
-        self.allowed = ClassAllowList.of(allowed_classes)
-        self.renderer_override = renderer
-        self.dpi = dpi
-        self.cache_size = cache_size
-        self._sources: list[EpisodeRecord | Path] = self._collect(source)
-        self._loaded: OrderedDict[int, EpisodeRecord] = OrderedDict()
-        self._frames: OrderedDict[tuple[int, int], bytes | None] = OrderedDict()
-        self._renderers: dict[int, tuple[Any, str]] = {}
-        self._series: dict[int, dict[str, Any] | None] = {}
+                 cache_size: int = 256, read_ahead: int = 4, limits: TrajectoryLimits | None = None):
+        self.data = TrajectoryData(source, allowed_classes, renderer=renderer, dpi=dpi, cache_size=cache_size,
+                                   limits=limits)
+        """The data side: episodes, pictures (cached) and the strip's series."""
+        self.read_ahead = int(read_ahead)
         self._index = 0
+        self._ahead: asyncio.Handle | None = None
+        self._generation = 0
+        self._closed = False
 
         self.title = w.HTML()
-        self.episode_dropdown = w.Dropdown(options=[(self._label(i), i) for i in range(len(self._sources))],
+        self.episode_dropdown = w.Dropdown(options=[(self.data.label(i), i) for i in range(len(self.data))],
                                            value=0, description="episode",
                                            layout=w.Layout(width="640px"), style={"description_width": "60px"})
-        if len(self._sources) == 1:
+        if len(self.data) == 1:
             self.episode_dropdown.layout.display = "none"
         self.play = w.Play(min=0, max=0, interval=400, step=1, description="play")
         self.slider = w.IntSlider(min=0, max=0, description="step", continuous_update=True,
@@ -118,6 +155,10 @@ class TrajectoryViewer:
         self.image = w.Image(format="png", layout=w.Layout(max_width="820px"))
         self.note = w.HTML()
         self.info = w.HTML(layout=w.Layout(min_width="300px", max_width="460px", overflow="auto"))
+        self.strip = go.FigureWidget()
+        """The reward/KPI strip (see :func:`strip_figure` for its traces); clicking it selects a step."""
+        self._strip_box = w.Box([self.strip], layout=w.Layout(width="100%", max_width="1300px"))
+        self._strip_key: tuple | None = None
         self.slider.observe(lambda _: self._draw(), names="value")
         self.episode_dropdown.observe(lambda change: self.select_episode(change["new"]), names="value")
         self.widget = w.VBox([
@@ -125,65 +166,30 @@ class TrajectoryViewer:
             w.HBox([self.play, self.prev_button, self.slider, self.next_button]),
             self.note,
             w.HBox([self.image, self.info], layout=w.Layout(flex_flow="row wrap", align_items="flex-start")),
+            self._strip_box,
         ])
+        """The whole viewer (display it, or put it in a layout)."""
         self.select_episode(0)
 
-    # ---- sources ---------------------------------------------------------------------------------------------
-    @staticmethod
-    def _collect(source: Any) -> list[EpisodeRecord | Path]:
-        if isinstance(source, EpisodeRecord):
-            return [source]
-        if isinstance(source, str | Path):
-            path = Path(source)
-            if path.is_dir():
-                files = list_episodes(path)
-                if not files:
-                    raise FileNotFoundError(f"no episode files (*{SUFFIX}) under {path}; record some with "
-                                            f"TrajectoryRecordingWrapper or SequentialRolloutRunner")
-                return list(files)
-            if not path.exists():
-                raise FileNotFoundError(f"{path} does not exist (give an episode file or a directory of them)")
-            return [path]
-        if isinstance(source, Sequence) and source:
-            out: list[EpisodeRecord | Path] = []
-            for item in source:
-                out.extend(TrajectoryViewer._collect(item))
-            return out
-        raise TypeError(f"TrajectoryViewer needs an EpisodeRecord, an episode file, a directory or a non-empty list "
-                        f"of those, got {type(source).__name__}")
-
-    def _label(self, i: int) -> str:
-        src = self._sources[i]
-        if isinstance(src, EpisodeRecord):
-            n, ret, eid, when = src.n_steps, src.total_reward, src.episode_id, src.metadata.get("created", "")
-        else:
-            h = read_episode_header(src)
-            n, ret, eid, when = h.get("n_steps", 0), h.get("total_reward", float("nan")), h["episode_id"], \
-                h.get("created", "")
-        when = f"{when} · " if when else ""
-        return f"#{i} · {when}{n} steps · return {ret:.4g} · {eid[:8]}"
-
+    # ---- episodes and steps --------------------------------------------------------------------------------
     @property
     def n_episodes(self) -> int:
         """Number of episodes to choose from."""
-        return len(self._sources)
+        return len(self.data)
 
     def load(self, i: int) -> EpisodeRecord:
         """Episode ``i`` (loaded on first use; a few are kept)."""
-        if i in self._loaded:
-            self._loaded.move_to_end(i)
-            return self._loaded[i]
-        src = self._sources[i]
-        record = src if isinstance(src, EpisodeRecord) else load_episode(src, self.allowed)
-        self._loaded[i] = record
-        while len(self._loaded) > 4:
-            self._loaded.popitem(last=False)
-        return record
+        return self.data.load(i)
 
     @property
     def episode(self) -> EpisodeRecord:
         """The selected episode."""
-        return self.load(self._index)
+        return self.data.load(self._index)
+
+    @property
+    def episode_index(self) -> int:
+        """The index of the selected episode."""
+        return self._index
 
     @property
     def step(self) -> int:
@@ -195,12 +201,14 @@ class TrajectoryViewer:
         """The record of the selected step."""
         return self.episode.steps[self.step]
 
-    # ---- navigation --------------------------------------------------------------------------------------------
+    @property
+    def picture_kind(self) -> str:
+        """How the selected episode is pictured: ``"frames"``, ``"renderer"`` or ``"numbers"``."""
+        return self.data.picture_kind(self._index)
+
     def select_episode(self, i: int) -> None:
         """Show episode ``i`` from its first step."""
-        if not 0 <= i < len(self._sources):
-            n = len(self._sources)
-            raise IndexError(f"episode {i} does not exist; there are {n} (0..{n - 1})")
+        self.data.check_index(i)
         self._index = i
         if self.episode_dropdown.value != i:
             self.episode_dropdown.value = i  # observer calls back here: the rest happens in that call
@@ -213,129 +221,41 @@ class TrajectoryViewer:
             self.play.max = last
         self.play.value = 0
         self.title.value = self._title_html(ep)
+        self._update_strip()
         self._draw()
 
     def show_step(self, step: int) -> None:
         """Show step ``step`` of the selected episode (clipped to the episode)."""
         self.slider.value = int(min(max(step, 0), self.slider.max))
 
-    # ---- drawing -----------------------------------------------------------------------------------------------
     def renderer(self) -> tuple[Any, str]:
         """``(renderer or None, why there is none)`` for the selected episode."""
-        if self.renderer_override is not None:
-            return self.renderer_override, ""
-        if self._index not in self._renderers:
-            self._renderers[self._index] = rebuild_renderer(self.episode.renderer, self.allowed)
-        return self._renderers[self._index]
+        return self.data.renderer(self._index)
 
     def render_png(self, step: int | None = None) -> bytes | None:
-        """PNG bytes of a step drawn by the env's renderer (None where there is no drawing)."""
-        step = self.step if step is None else step
-        key = (self._index, step)
-        if key in self._frames:
-            self._frames.move_to_end(key)
-            return self._frames[key]
-        png = self._render(self.episode.steps[step]) if self.episode.steps else None
-        self._frames[key] = png
-        while len(self._frames) > self.cache_size:
-            self._frames.popitem(last=False)
-        return png
+        """PNG bytes of a step's picture (None where there is none); cached."""
+        return self.data.png(self._index, self.step if step is None else step)
 
-    def _render(self, rec: StepRecord) -> bytes | None:
-        renderer, _ = self.renderer()
-        if renderer is None:
-            fig = self._numbers_figure(rec.index)
-            if fig is None:
-                return None
-        elif not self._drawable(rec):
-            return None
-        else:
-            fig = renderer.render(rec.maze_state, rec.maze_action, events=[event_view(e) for e in rec.events])
-        try:
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=self.dpi)
-            return buf.getvalue()
-        finally:
-            if "matplotlib.pyplot" in sys.modules:
-                sys.modules["matplotlib.pyplot"].close(fig)
-            fig.clear()
-
-    def _numbers(self) -> dict[str, Any] | None:
-        """Observation, action and return curves of the selected episode (first policy key), for envs without a
-        renderer; None where the observations are not a few numbers."""
-        if self._index in self._series:
-            return self._series[self._index]
-        ep = self.episode
-        series = None
-        if ep.steps:
-            key = ep.step_keys[0]
-            xs, obs, act = [], [], []
-            for step in ep.steps:
-                sub = next((s for s in step.substeps if s.actor_id.step_key == key), None)
-                if sub is not None:
-                    xs.append(step.index)
-                    obs.append(_flat_numbers(sub.observation))
-                    act.append(_flat_numbers(sub.action))
-            if xs and obs[0] is not None and all(o is not None and len(o[1]) == len(obs[0][1]) for o in obs):
-                series = {"x": np.array(xs), "obs_labels": obs[0][0][:_MAX_LINES],
-                          "obs": np.array([o[1][:_MAX_LINES] for o in obs]), "key": key,
-                          "cum": ep.cumulative_rewards, "n_obs": len(obs[0][1])}
-                if act[0] is not None and all(a is not None and len(a[1]) == len(act[0][1]) for a in act):
-                    series["act_labels"] = act[0][0][:_MAX_LINES]
-                    series["act"] = np.array([a[1][:_MAX_LINES] for a in act])
-        self._series[self._index] = series
-        return series
-
-    def _numbers_figure(self, step: int) -> Any:
-        """A figure of the recorded observations, actions and return with the step marked (no renderer)."""
-        from matplotlib.figure import Figure
-
-        data = self._numbers()
-        if data is None:
-            return None
-        rows = 3 if "act" in data else 2
-        fig = Figure(figsize=(8.6, 1.75 * rows + 0.6), layout="constrained")
-        axes = fig.subplots(rows, 1, sharex=True)
-        x = data["x"]
-        more = f" (first {_MAX_LINES} of {data['n_obs']})" if data["n_obs"] > _MAX_LINES else ""
-        panels = [(axes[0], data["obs"], data["obs_labels"], f"observation, policy key {data['key']}{more}", "default")]
-        if "act" in data:
-            panels.append((axes[1], data["act"], data["act_labels"], "action", "steps-post"))
-        for ax, values, labels, title, style in panels:
-            for j, label in enumerate(labels):
-                ax.plot(x, values[:, j], lw=1.4, label=label, drawstyle=style)
-            ax.set_title(title, loc="left", fontsize=10)
-            ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-        ax_ret = axes[-1]
-        ax_ret.plot(np.arange(len(data["cum"])), data["cum"], color="#1e8449", lw=1.6)
-        ax_ret.set_title("cumulative reward", loc="left", fontsize=10)
-        ax_ret.set_xlabel("step")
-        from matplotlib.ticker import MaxNLocator
-
-        if "act" in data and np.all(np.mod(data["act"], 1) == 0):
-            axes[1].yaxis.set_major_locator(MaxNLocator(integer=True))
-        for ax in axes:
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.axvline(step, color="#c0392b", lw=1.5, alpha=0.8)
-            ax.grid(True, color="#eeeeee")
-        fig.suptitle(f"Step {step}: recorded numbers (no renderer)", fontsize=12, fontweight="bold", x=0.01,
-                     ha="left")
-        return fig
-
-    def _drawable(self, rec: StepRecord) -> bool:
-        """False where the recorded state could not be rebuilt (a plain dict of a refused class)."""
-        return not (isinstance(rec.maze_state, dict) and self.episode.refused_classes)
-
+    # ---- drawing -------------------------------------------------------------------------------------------
     def notes(self) -> list[str]:
-        """Why the selected step is not drawn, if it is not."""
+        """Why the selected step is pictured the way it is, where that needs saying."""
         ep = self.episode
-        renderer, why = self.renderer()
+        kind = self.picture_kind
         notes = []
-        if renderer is None:
-            notes.append(f"No picture of the env: {_esc(why)}. Showing the recorded numbers instead.")
-        elif ep.steps and not self._drawable(ep.steps[self.step]):
+        if kind == "numbers":
+            _, why = self.renderer()
+            notes.append(f"No picture of the env: {_esc(why)}, and no frames were recorded (record them with "
+                         f"<code>render_mode='rgb_array'</code>). Showing the recorded numbers instead.")
+        elif kind == "renderer" and ep.steps and not self.data.drawable(self._index, ep.steps[self.step]):
             notes.append("No picture: the MazeState was loaded as a plain dict because its class is not allowed "
                          "(see below).")
+        elif kind == "frames" and ep.steps and self.step not in ep.frames:
+            why = (f"the env's frame failed: {_esc(ep.frames.error)}" if ep.frames.error
+                   else "the recorder's <code>max_frames</code>")
+            notes.append(f"No frame was recorded for this step ({ep.frames.dropped} steps of this episode have "
+                         f"none: {why}).")
+        if kind != "frames" and ep.frames is not None and ep.frames.error:
+            notes.append(f"Recording the env's frames failed: {_esc(ep.frames.error)}.")
         for path, reason in ep.refused_classes.items():
             notes.append(f"Class <code>{_esc(path)}</code> was not rebuilt: {_esc(reason)}. Pass "
                          f"<code>allowed_classes=['{_esc(path)}']</code> if you trust this file.")
@@ -344,16 +264,19 @@ class TrajectoryViewer:
         return notes
 
     def _draw(self) -> None:
+        if self._closed:
+            return
         ep = self.episode
         if not ep.steps:
             self.image.layout.display = "none"
             self.info.value = f"<div style=\"{_PANEL_CSS}\">This episode has no steps.</div>"
             return
+        step = self.step
         try:
-            png = self.render_png()
+            png = self.render_png(step)
             render_error = ""
-        except Exception as err:  # noqa: BLE001 - a broken renderer must not break the viewer
-            png, render_error = None, f"The renderer failed on this step: {type(err).__name__}: {_esc(str(err))}"
+        except Exception as err:  # noqa: BLE001 - a broken renderer or frame must not break the viewer
+            png, render_error = None, f"No picture of this step: {type(err).__name__}: {_esc(str(err))}"
         if png:
             self.image.value = png
             self.image.layout.display = None
@@ -361,7 +284,78 @@ class TrajectoryViewer:
             self.image.layout.display = "none"
         notes = self.notes() + ([render_error] if render_error else [])
         self.note.value = "".join(f"<div style=\"{_NOTE_CSS}\">{n}</div>" for n in notes)
-        self.info.value = self.step_html(self.step, with_observations=self.renderer()[0] is None or png is None)
+        self.info.value = self.step_html(step, with_observations=self.picture_kind == "numbers" or png is None)
+        self._mark_strip(step)
+        self._schedule_read_ahead()
+
+    # ---- the strip ------------------------------------------------------------------------------------------
+    def _update_strip(self) -> None:
+        """Put the selected episode's series into the strip: in place where the traces are the same kinds."""
+        data = self.data.strip(self._index)
+        key = tuple(data["extra"])
+        fig = strip_figure(data, self.step)
+        if key == self._strip_key:
+            with self.strip.batch_update():
+                for old, new in zip(self.strip.data, fig.data, strict=True):
+                    old.x, old.y = new.x, new.y
+                self.strip.layout.shapes[0].update(x0=fig.layout.shapes[0].x0, x1=fig.layout.shapes[0].x1)
+            return
+        old = self.strip
+        self.strip = go.FigureWidget(fig)
+        for trace in self.strip.data[:2]:
+            trace.on_click(self._strip_clicked)
+        self._strip_box.children = [self.strip]
+        self._strip_key = key
+        if old is not None:
+            old.close()
+
+    def _strip_clicked(self, trace: Any, points: Any, state: Any) -> None:
+        if points.xs:
+            self.show_step(int(points.xs[0]))
+
+    def _mark_strip(self, step: int) -> None:
+        """Move the strip's step marker (a vertical line and a point on the return) in place."""
+        ret = self.strip.data[1].y if len(self.strip.data) > 1 else None
+        if not ret or step >= len(ret):
+            return
+        with self.strip.batch_update():
+            self.strip.layout.shapes[0].update(x0=step, x1=step)
+            self.strip.data[2].x, self.strip.data[2].y = [step], [ret[step]]
+
+    @property
+    def marker_step(self) -> int | None:
+        """The step the strip's marker is on (the selected step, once drawn)."""
+        shapes = self.strip.layout.shapes
+        return int(shapes[0].x0) if shapes else None
+
+    # ---- reading ahead ---------------------------------------------------------------------------------------
+    def _schedule_read_ahead(self) -> None:
+        """Inside a running event loop (a kernel), draw the next steps one per loop turn while idle."""
+        if self._ahead is not None:
+            self._ahead.cancel()
+            self._ahead = None
+        if self.read_ahead <= 0 or self.picture_kind == "frames":  # frames are read, not drawn: nothing to gain
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a plain script: nothing runs between calls, so nothing is drawn ahead
+            return
+        self._generation += 1
+        self._ahead = loop.call_later(0.05, self._draw_ahead, loop, self._generation, self._index, self.step)
+
+    def _draw_ahead(self, loop: asyncio.AbstractEventLoop, generation: int, episode: int, step: int) -> None:
+        self._ahead = None
+        if self._closed or generation != self._generation:
+            return
+        last = self.episode.n_steps - 1
+        for s in [*range(step + 1, min(step + self.read_ahead, last) + 1), step - 1]:
+            if 0 <= s <= last and not self.data.cached(episode, s):
+                try:
+                    self.data.png(episode, s)
+                except Exception:  # noqa: BLE001 - shown (with its error) when the user gets there
+                    return
+                self._ahead = loop.call_later(0.01, self._draw_ahead, loop, generation, episode, step)
+                return
 
     # ---- panels ------------------------------------------------------------------------------------------------
     @staticmethod
@@ -436,107 +430,135 @@ class TrajectoryViewer:
 
         display(self.widget)
 
-    def to_html(self, path: str | Path, steps: Iterable[int] | None = None) -> Path:
-        """A static HTML page of the selected episode: every frame and panel, with a slider in plain JavaScript.
+    def close(self) -> None:
+        """Stop drawing ahead and close the widgets (their views disappear from the notebook)."""
+        self._closed = True
+        if self._ahead is not None:
+            self._ahead.cancel()
+            self._ahead = None
+        self.strip.close()
+        for widget in (self.title, self.episode_dropdown, self.play, self.slider, self.prev_button,
+                       self.next_button, self.image, self.note, self.info, self._strip_box):
+            widget.close()
+        self.widget.close()
 
-        :param steps: which steps to include (default: all; long episodes render every frame, so pass e.g.
-            ``range(0, n, 5)`` for a lighter page).
+    def export_figure(self, steps: Iterable[int] | None = None) -> go.Figure:
+        """The selected episode as one plotly figure with a frame per step: the step's picture on top, the
+        reward/KPI strip with its marker below, the step's numbers in the title and a note; plotly's own slider
+        and play button move through the frames (what :meth:`to_html` writes).
+
+        :param steps: which steps to include (default: all; drawn pictures are rendered for every included step,
+            so pass e.g. ``range(0, n, 5)`` for a long episode).
         """
         ep = self.episode
         indices = list(range(ep.n_steps)) if steps is None else [int(s) for s in steps if 0 <= int(s) < ep.n_steps]
         if not indices:
             raise ValueError(f"no steps to export: the episode has {ep.n_steps} steps")
-        frames, panels = [], []
-        no_renderer = self.renderer()[0] is None
+        strip = self.data.strip(self._index)
+        sfig = strip_figure(strip, indices[0])
+        strip_rows = 2 if strip["extra"] else 1
+        rows = 1 + strip_rows
+        heights = [0.62, 0.38] if strip_rows == 1 else [0.56, 0.22, 0.22]
+        specs = [[{}], [{"secondary_y": True}]] + ([[{}]] if strip_rows == 2 else [])
+        fig = make_subplots(rows=rows, cols=1, row_heights=heights, vertical_spacing=0.07, specs=specs)
+        sources = []
         for i in indices:
             try:
                 png = self.render_png(i)
-            except Exception:  # noqa: BLE001 - one broken frame must not lose the page
+            except Exception:  # noqa: BLE001 - one broken picture must not lose the page
                 png = None
-            frames.append("" if png is None else "data:image/png;base64," + base64.b64encode(png).decode("ascii"))
-            panels.append(self.step_html(i, with_observations=no_renderer or png is None))
-        notes = "".join(f"<div class='note'>{n}</div>" for n in self.notes()
-                        if not n.startswith("No picture: the MazeState"))
-        data = json.dumps({"steps": indices, "last": ep.n_steps - 1, "frames": frames, "panels": panels})
-        data = data.replace("</", "<\\/")  # no "</script>" inside the script
-        page = _PAGE.format(title=_esc(f"Episode {ep.episode_id}"), header=self._title_html(ep), notes=notes,
-                            last=len(indices) - 1, data=data)
+            sources.append(_BLANK_PNG if png is None else "data:image/png;base64," + base64.b64encode(png).decode())
+        fig.add_trace(go.Image(source=sources[0], name="picture", hoverinfo="skip"), row=1, col=1)
+        # the strip's traces, one row lower (trace order as in strip_figure: reward, return, point, extras)
+        for k, trace in enumerate(sfig.data):
+            row = 2 if k < 3 else 3
+            fig.add_trace(trace, row=row, col=1, secondary_y=(k in (1, 2)) if row == 2 else None)
+        fig.update_xaxes(visible=False, row=1, col=1)
+        fig.update_yaxes(visible=False, row=1, col=1)
+        fig.update_yaxes(title_text="reward", row=2, col=1, secondary_y=False)
+        fig.update_yaxes(title_text="return", row=2, col=1, secondary_y=True, showgrid=False)
+        fig.update_xaxes(title_text="step", row=rows, col=1)
+        # the marker: a vertical line in each strip row (on that row's axes, spanning its height)
+        # (trace 0 is the picture; 1 reward, 2 return, 3 the current-step point, 4... the extras)
+        rows_axes = [(fig.data[1].xaxis, fig.data[1].yaxis)] + ([(fig.data[4].xaxis, fig.data[4].yaxis)]
+                                                               if len(fig.data) > 4 else [])
+        if len(rows_axes) == 2:
+            fig.update_xaxes(matches=rows_axes[0][0], row=3, col=1)
+        ret = strip["return"]
+
+        def marker(step: int) -> list[dict[str, Any]]:
+            return [{"type": "line", "x0": step, "x1": step, "xref": xa, "y0": 0, "y1": 1, "yref": f"{ya} domain",
+                     "line": {"color": _MARKER_COLOUR, "width": 2, "dash": "dot"}} for xa, ya in rows_axes]
+
+        def title(step: int) -> dict[str, Any]:
+            rec = ep.steps[step]
+            flags = " (terminated)" if rec.terminated else " (truncated)" if rec.truncated else ""
+            return {"text": f"<b>step {step} / {ep.n_steps - 1}</b>{flags} · reward {_fmt(rec.reward)} · "
+                            f"return {_fmt(float(ret[step]))}", "x": 0.01, "xanchor": "left"}
+
+        def details(step: int) -> list[dict[str, Any]]:
+            rec = ep.steps[step]
+            acts = []
+            for sub in rec.substeps:
+                act = _fmt(sub.action) if not isinstance(sub.action, dict) else ", ".join(
+                    f"{k}={_fmt(v)}" for k, v in sub.action.items())
+                acts.append(f"<b>{_esc(str(sub.actor_id.step_key))}</b>: {_esc(act)}")
+            events = ", ".join(_esc(f"{e.get('topic', '')}.{e.get('event', '')}") for e in rec.events[:6])
+            more = f" (+{len(rec.events) - 6})" if len(rec.events) > 6 else ""
+            text = "actions " + " · ".join(acts) + (f"<br>events {events}{more}" if events else "")
+            return [{"text": text, "xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "yanchor": "bottom",
+                     "xanchor": "left", "showarrow": False, "align": "left", "font": {"size": 12}}]
+
+        frames = []
+        for step, source in zip(indices, sources, strict=True):
+            frames.append(go.Frame(name=str(step), traces=[0, 3],
+                                   data=[go.Image(source=source), go.Scatter(x=[step], y=[float(ret[step])])],
+                                   layout={"shapes": marker(step), "title": title(step),
+                                           "annotations": details(step)}))
+        fig.frames = frames
+        animate = {"frame": {"duration": 0, "redraw": True}, "mode": "immediate", "transition": {"duration": 0}}
+        fig.update_layout(
+            shapes=marker(indices[0]), title=title(indices[0]), annotations=details(indices[0]),
+            template="plotly_white", height=900 if strip_rows == 2 else 780, width=1120, bargap=0.15,
+            margin={"l": 60, "r": 270, "t": 90, "b": 110}, showlegend=True,
+            legend={"x": 1.07, "xanchor": "left", "y": 0.42, "yanchor": "top", "font": {"size": 11}},
+            sliders=[{"active": 0, "currentvalue": {"prefix": "step "}, "pad": {"t": 40}, "x": 0.14, "len": 0.86,
+                      # one tick per step; their labels only where they do not crowd each other
+                      "font": {"color": "#444" if len(indices) <= 40 else "rgba(0,0,0,0)"},
+                      "steps": [{"label": str(s), "method": "animate", "args": [[str(s)], animate]}
+                                for s in indices]}],
+            updatemenus=[{"type": "buttons", "direction": "left", "x": 0, "y": 0, "xanchor": "left",
+                          "yanchor": "top", "pad": {"t": 62, "r": 10}, "showactive": False,
+                          "buttons": [{"label": "▶ play", "method": "animate",
+                                       "args": [None, {**animate, "frame": {"duration": 400, "redraw": True},
+                                                       "fromcurrent": True}]},
+                                      {"label": "❚❚ pause", "method": "animate",
+                                       "args": [[None], {**animate, "mode": "immediate"}]}]}])
+        return fig
+
+    def to_html(self, path: str | Path, steps: Iterable[int] | None = None,
+                include_plotlyjs: bool | str = True) -> Path:
+        """A static HTML page of the selected episode: :meth:`export_figure` written by plotly.
+
+        :param steps: which steps to include (default: all).
+        :param include_plotlyjs: ``True`` puts plotly.js into the page (it opens offline, about 4.7 MB more);
+            ``"cdn"`` loads it from the web.
+        """
+        fig = self.export_figure(steps)
+        ep = self.episode
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        page = fig.to_html(full_html=True, include_plotlyjs=include_plotlyjs, div_id="trajectory",
+                           auto_play=False, config={"displaylogo": False, "responsive": True})
+        head = (f"<title>{_esc(f'Episode {ep.episode_id}')}</title>\n"
+                f"<style>body {{ font-family: system-ui, sans-serif; margin: 12px 20px; }}</style>")
+        page = page.replace("<head>", "<head>\n" + head, 1)
+        notes = "".join(f"<div style=\"{_NOTE_CSS}\">{n}</div>" for n in self.notes()
+                        if not n.startswith("No frame was recorded"))
+        page = page.replace("<body>", f"<body>\n{self._title_html(ep)}{notes}", 1)
         path.write_text(page, encoding="utf-8")
         return path
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-  body {{ font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 18px 24px; color: #1b2631;
-         background: #f7f9fa; }}
-  .card {{ background: white; border: 1px solid #dde3e6; border-radius: 8px; padding: 12px 16px;
-          box-shadow: 0 1px 2px rgba(0,0,0,.04); }}
-  .controls {{ display: flex; align-items: center; gap: 10px; margin: 12px 0; }}
-  .controls input[type=range] {{ width: 520px; }}
-  .controls button {{ font-size: 14px; padding: 3px 10px; border: 1px solid #b8c2c8; border-radius: 5px;
-                     background: #fff; cursor: pointer; }}
-  .controls button:hover {{ background: #eef3f6; }}
-  #step-label {{ font-variant-numeric: tabular-nums; font-weight: 600; min-width: 90px; }}
-  .main {{ display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }}
-  #frame-card {{ flex: 0 1 auto; }}
-  #frame {{ max-width: 100%; border-radius: 6px; display: block; }}
-  #info {{ flex: 1 1 320px; max-width: 520px; }}
-  .note {{ background: #fef9e7; border-left: 4px solid #f1c40f; padding: 6px 10px; margin: 4px 0; font-size: 13px; }}
-  code {{ background: #f2f4f5; padding: 0 3px; border-radius: 3px; }}
-</style></head>
-<body>
-<div class="card">{header}</div>
-{notes}
-<div class="controls">
-  <button id="prev" title="previous step (←)">&#9664;</button>
-  <button id="play" title="play / pause (space)">&#9654; play</button>
-  <button id="next" title="next step (→)">&#9654;</button>
-  <input id="step-slider" type="range" min="0" max="{last}" value="0" step="1">
-  <span id="step-label"></span>
-</div>
-<div class="main">
-  <div class="card" id="frame-card"><img id="frame" alt="rendered step"></div>
-  <div class="card" id="info"></div>
-</div>
-<script>
-const DATA = {data};
-const slider = document.getElementById("step-slider");
-const label = document.getElementById("step-label");
-const frame = document.getElementById("frame");
-const frameCard = document.getElementById("frame-card");
-const info = document.getElementById("info");
-const playButton = document.getElementById("play");
-let timer = null;
-function show(k) {{
-  k = Math.max(0, Math.min(DATA.steps.length - 1, k));
-  slider.value = k;
-  label.textContent = "step " + DATA.steps[k] + " / " + DATA.last;
-  if (DATA.frames[k]) {{ frame.src = DATA.frames[k]; frameCard.style.display = ""; }}
-  else {{ frameCard.style.display = "none"; }}
-  info.innerHTML = DATA.panels[k];
-}}
-function stop() {{ if (timer) {{ clearInterval(timer); timer = null; playButton.innerHTML = "&#9654; play"; }} }}
-slider.addEventListener("input", () => show(parseInt(slider.value)));
-document.getElementById("prev").addEventListener("click", () => {{ stop(); show(parseInt(slider.value) - 1); }});
-document.getElementById("next").addEventListener("click", () => {{ stop(); show(parseInt(slider.value) + 1); }});
-playButton.addEventListener("click", () => {{
-  if (timer) {{ stop(); return; }}
-  playButton.innerHTML = "&#10073;&#10073; pause";
-  timer = setInterval(() => {{
-    const k = parseInt(slider.value) + 1;
-    if (k >= DATA.steps.length) {{ stop(); return; }}
-    show(k);
-  }}, 400);
-}});
-document.addEventListener("keydown", (e) => {{
-  if (e.target === slider) return;  // the focused slider moves itself
-  if (e.key === "ArrowRight") {{ stop(); show(parseInt(slider.value) + 1); }}
-  if (e.key === "ArrowLeft") {{ stop(); show(parseInt(slider.value) - 1); }}
-}});
-show(0);
-</script>
-</body></html>
-"""
+_BLANK_PNG = "data:image/png;base64," + base64.b64encode(encode_png(np.zeros((1, 1, 4), np.uint8))).decode()
+"""A transparent pixel: the picture of a step that has none."""

@@ -206,9 +206,12 @@ class RunContext:
                                                             deterministic=deterministic)
 
     def rollout(self, n_episodes: int = 1, deterministic: bool = True, seed: int | None = None,
-                record_trajectory: bool = True) -> Any:
+                record_trajectory: bool = True, record_frames: bool | None = None) -> Any:
         """Roll out the current policy on fresh envs of this run; episodes are recorded into the run directory's
-        ``trajectories/`` (view them with ``TrajectoryViewer(rc.run_dir / "trajectories")``)."""
+        ``trajectories/`` (view them with ``TrajectoryViewer(rc.run_dir / "trajectories")``).
+
+        :param record_frames: store the env's rendered RGB frames with the episodes (None: where the env renders
+            RGB frames and has no renderer that can redraw a recorded state, e.g. Gymnasium envs)."""
         from maze_lab.core.rollout import SequentialRolloutRunner
 
         run = self._single()
@@ -216,7 +219,8 @@ class RunContext:
         runner = SequentialRolloutRunner(factory.build_env, run.trainer.policy, n_episodes,
                                          record_trajectory=record_trajectory,
                                          trajectory_dir=run.run_directory.trajectory_dir,
-                                         deterministic=deterministic, seed=seed, writers=[])
+                                         deterministic=deterministic, seed=seed, writers=[],
+                                         record_frames=record_frames)
         return runner.run()
 
     def close(self) -> None:

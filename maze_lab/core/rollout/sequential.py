@@ -73,13 +73,17 @@ class SequentialRolloutRunner:
     :param seed: seeds the policy and episode ``i`` with ``seed + i`` (None: unseeded).
     :param logging_prefix: prefix of the statistics (``rollout``).
     :param writers: statistics writers (console, StatsStore, ...); None uses the process-wide defaults.
+    :param record_frames: also record the env's own RGB frame of each step into the episode files (see
+        :class:`~maze_lab.core.trajectory.recorder.TrajectoryRecordingWrapper`); None (default) does where the
+        env renders RGB frames and its renderer cannot redraw recorded states (plain Gymnasium envs such as
+        CartPole), so a trajectory viewer can show them; False never, True insists.
     """
 
     def __init__(self, env_factory: Callable[[], Any], policy: Policy, n_episodes: int,
                  max_episode_steps: int | None = None, record_trajectory: bool = True,
                  trajectory_dir: str | Path = "trajectory_data", deterministic: bool = False,
                  seed: int | None = None, logging_prefix: str | None = "rollout",
-                 writers: list[LogStatsWriter] | None = None):
+                 writers: list[LogStatsWriter] | None = None, record_frames: bool | None = None):
         if not callable(env_factory):
             raise TypeError(f"env_factory must be a callable returning an env, got {type(env_factory).__name__}")
         if not hasattr(policy, "compute_action"):
@@ -96,6 +100,7 @@ class SequentialRolloutRunner:
         self.seed = seed
         self.logging_prefix = logging_prefix
         self.writers = writers
+        self.record_frames = record_frames
         self.env: Any = None
         """The env of the last :meth:`run` (with all wrappers)."""
 
@@ -111,7 +116,8 @@ class SequentialRolloutRunner:
         if self.record_trajectory:
             env = TrajectoryRecordingWrapper.wrap(env, trajectory_dir=self.trajectory_dir,
                                                   metadata={"policy": type(self.policy).__name__,
-                                                            "deterministic": self.deterministic})
+                                                            "deterministic": self.deterministic},
+                                                  record_frames=self.record_frames)
         return env
 
     def run(self) -> RolloutResult:

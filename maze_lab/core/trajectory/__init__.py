@@ -1,4 +1,5 @@
-"""Trajectory recording: step and episode records, the recording wrapper, and episode files (no pickle)."""
+"""Trajectory recording: step and episode records, the recording wrapper, episode files (no pickle) and the frames
+recorded for envs whose renderer cannot redraw a recorded state."""
 
 from maze_lab.core.trajectory.files import (
     EpisodeData,
@@ -9,6 +10,7 @@ from maze_lab.core.trajectory.files import (
     load_episode,
     read_episode_header,
 )
+from maze_lab.core.trajectory.frames import EpisodeFrames
 from maze_lab.core.trajectory.recorder import TrajectoryRecordingWrapper
 from maze_lab.core.trajectory.records import (
     EpisodeRecord,
@@ -20,7 +22,7 @@ from maze_lab.core.trajectory.records import (
 from maze_lab.core.trajectory.serialization import ClassAllowList, UntrustedClassWarning
 
 __all__ = [
-    "ClassAllowList", "EpisodeData", "EpisodeRecord", "NotATrajectoryFileError", "StepRecord", "SubStepRecord",
-    "TrajectoryLimits", "TrajectoryRecordingWrapper", "TrajectoryTooLargeError", "UntrustedClassWarning",
-    "event_view", "list_episodes", "load_episode", "read_episode_header", "rebuild_renderer",
+    "ClassAllowList", "EpisodeData", "EpisodeFrames", "EpisodeRecord", "NotATrajectoryFileError", "StepRecord",
+    "SubStepRecord", "TrajectoryLimits", "TrajectoryRecordingWrapper", "TrajectoryTooLargeError",
+    "UntrustedClassWarning", "event_view", "list_episodes", "load_episode", "read_episode_header", "rebuild_renderer",
 ]

@@ -6,13 +6,17 @@
   summary numbers (steps, return) and the table of stacked observation/action arrays;
 - ``steps.jsonl``: one JSON object per env step: MazeState, MazeAction, serializable components and the
   sub-steps (actor, reward, terminated/truncated, info, events, row in the stacked arrays);
-- ``arrays/*.npy``: observations and actions stacked per policy key and name, and large arrays of states.
+- ``arrays/*.npy``: observations and actions stacked per policy key and name, and large arrays of states;
+- ``frames/<step>.png`` (optional): the env's own picture before each step, for envs whose renderer cannot redraw
+  a recorded state (see :mod:`maze_lab.core.trajectory.frames`).
 
 Arrays are read without pickle and objects are rebuilt only for allow-listed classes (see
 :mod:`maze_lab.core.trajectory.serialization`), so loading a file never runs code the file names. Reading is
 bounded (:class:`TrajectoryLimits`): every member's declared size is checked before it is decompressed (the zip
 reader never returns more than the declared size), ``steps.jsonl`` is streamed line by line, and ``.npy``
 members are read only when a value refers to them, after their dtype and shape were checked against the member.
+Frame members are checked when the file is opened (name, size, count, PNG header and image size) and their bytes
+are read when a frame is shown.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from maze_lab.core.env.structured_env import ActorID
+from maze_lab.core.trajectory.frames import FRAME_DIR, FRAME_MEMBER, EpisodeFrames, png_shape
 from maze_lab.core.trajectory.records import EpisodeRecord, StepRecord, SubStepRecord
 from maze_lab.core.trajectory.serialization import (
     ClassAllowList,
@@ -62,12 +67,18 @@ class TrajectoryLimits:
     :param max_line_bytes: one line (one env step) of ``steps.jsonl``.
     :param max_array_bytes: one ``.npy`` member, and one array written inline in the JSON.
     :param max_total_bytes: all members of the file together, uncompressed.
+    :param max_frame_bytes: one recorded frame (a ``frames/<step>.png`` member).
+    :param max_frames: the number of frame members of one file.
+    :param max_frame_pixels: width times height of one frame, checked in its PNG header before it is decoded.
     """
 
     max_json_bytes: int = 64 * MiB
     max_line_bytes: int = 16 * MiB
     max_array_bytes: int = 512 * MiB
     max_total_bytes: int = 2048 * MiB
+    max_frame_bytes: int = 8 * MiB
+    max_frames: int = 100_000
+    max_frame_pixels: int = 4096 * 4096
 
 
 DEFAULT_LIMITS = TrajectoryLimits()
@@ -79,12 +90,16 @@ class EpisodeData:
 
     The recorder builds it while an episode runs; :meth:`write` stores it and :meth:`decode` turns it into an
     :class:`EpisodeRecord` (which is what :func:`load_episode` does after reading a file).
+
+    :param frames: PNG bytes of recorded frames by member name (``frames/<step>.png``); steps name theirs.
     """
 
-    def __init__(self, header: dict[str, Any], steps: list[dict[str, Any]], arrays: Mapping[str, np.ndarray]):
+    def __init__(self, header: dict[str, Any], steps: list[dict[str, Any]], arrays: Mapping[str, np.ndarray],
+                 frames: Mapping[str, bytes] | None = None):
         self.header = header
         self.steps = steps
         self.arrays = arrays
+        self.frames: Mapping[str, bytes] = frames if frames is not None else {}
 
     @property
     def episode_id(self) -> str:
@@ -105,6 +120,9 @@ class EpisodeData:
                     raise TypeError(f"array {name!r} has dtype object, which cannot be stored without pickle")
                 with zf.open(name, "w") as f:
                     np.lib.format.write_array(f, arr, allow_pickle=False)
+            for name, png in self.frames.items():  # PNG is compressed already: stored as is
+                zf.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), png,
+                            compress_type=zipfile.ZIP_STORED)
         os.replace(tmp, path)
         return path
 
@@ -118,8 +136,9 @@ class EpisodeData:
             header = _read_json_member(zf, infos[HEADER], path, limits)
             _check_header(header, path)
             steps = list(_stream_steps(zf, infos[STEPS], path, limits))
+            frames = _checked_frames(zf, infos, header, path, limits)
         members = {name: info for name, info in infos.items() if name.startswith("arrays/") and name.endswith(".npy")}
-        return cls(header, steps, LazyArrays(path, members, limits))
+        return cls(header, steps, LazyArrays(path, members, limits), frames)
 
     def decode(self, allowed_classes: ClassAllowList | Iterable[str | type] | None = None,
                source: str | None = None) -> EpisodeRecord:
@@ -146,11 +165,34 @@ class EpisodeData:
                                     maze_action=dec.decode(s.get("maze_action")), substeps=substeps,
                                     serializable_components=dec.decode(s.get("components", {}))))
         h = self.header
+        frames = self._frames(source or f"episode {self.episode_id}")
         return EpisodeRecord(episode_id=h["episode_id"], steps=steps, env=h.get("env"), renderer=h.get("renderer"),
                              final_maze_state=dec.decode(h.get("final_maze_state")),
                              reset_events=dec.decode(h.get("reset_events", [])), finished=bool(h.get("finished", True)),
                              metadata={"created": h.get("created"), **dec.decode(h.get("metadata", {}))},
-                             refused_classes=dict(dec.refused))
+                             refused_classes=dict(dec.refused), frames=frames)
+
+    def _frames(self, source: str) -> EpisodeFrames | None:
+        """The recorded frames, by step index (None where the episode has none)."""
+        members: dict[int, str] = {}
+        for s in self.steps:
+            name = s.get("frame")
+            if name is None:
+                continue
+            if not isinstance(name, str) or name not in self.frames:
+                raise NotATrajectoryFileError(f"{source}: step {s.get('index')} names frame member {name!r}, which "
+                                              f"the file does not hold")
+            members[int(s["index"])] = name
+        info = self.header.get("frames")
+        if not members and not info:
+            return None
+        shape = _frames_shape(info, source)
+        dropped = info.get("dropped", 0)
+        if not isinstance(dropped, int) or isinstance(dropped, bool) or dropped < 0:
+            raise NotATrajectoryFileError(f"{source}: the header's frames 'dropped' {dropped!r} is not a count")
+        error = info.get("error")
+        error = error[:500] if isinstance(error, str) else None
+        return EpisodeFrames(members, self.frames.__getitem__, shape, dropped=dropped, error=error)
 
     def _values(self, dec: Decoder, sub: dict, kind: str, table: dict[str, str] | None) -> Any:
         if kind in sub:  # stored inline (not stackable)
@@ -163,6 +205,49 @@ class EpisodeData:
             return self.arrays[member]
         except KeyError:
             raise NotATrajectoryFileError(f"episode {self.episode_id}: array member {member!r} is missing") from None
+
+
+def _frames_shape(info: Any, where: str) -> tuple[int, int, int]:
+    """The ``shape`` of the header's ``frames`` entry, checked."""
+    shape = info.get("shape") if isinstance(info, dict) else None
+    if not isinstance(info, dict) or info.get("format") != "png" or not isinstance(shape, list) or len(shape) != 3:
+        raise NotATrajectoryFileError(f"{where}: the header's 'frames' entry {repr(info)[:200]} is not "
+                                      f"{{'format': 'png', 'count': n, 'shape': [height, width, channels]}}")
+    h, w, c = checked_shape(shape, f"{where}: frames")
+    if not (h and w and c in (1, 3, 4)):
+        raise NotATrajectoryFileError(f"{where}: frames of shape {shape} are not images (expected [h, w, 1|3|4])")
+    return h, w, c
+
+
+def _checked_frames(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], header: dict[str, Any], path: Path,
+                    limits: TrajectoryLimits) -> LazyFrames:
+    """The frame members after checking their names, number, sizes (already limited) and PNG headers."""
+    names = [name for name in infos if name.startswith(FRAME_DIR)]
+    if not names:
+        return LazyFrames(path, {})
+    if len(names) > limits.max_frames:
+        raise TrajectoryTooLargeError(f"{path}: it holds {len(names):,} frame members, more than the limit of "
+                                      f"{limits.max_frames:,} (TrajectoryLimits.max_frames); the file was not read.")
+    shape = _frames_shape(header.get("frames"), str(path))
+    for name in names:
+        where = f"{path}: member {name!r}"
+        if not FRAME_MEMBER.fullmatch(name):
+            raise NotATrajectoryFileError(f"{where} is not a frame member (frame members are named "
+                                          f"frames/<step>.png)")
+        try:
+            with zf.open(infos[name]) as f:
+                head = f.read(33)
+        except (zipfile.BadZipFile, OSError, ValueError) as err:
+            raise NotATrajectoryFileError(f"{where} cannot be read: {err}") from err
+        h, w, c = png_shape(head, where)
+        if h * w > limits.max_frame_pixels:
+            raise TrajectoryTooLargeError(f"{where} is a {w}x{h} image, more than the limit of "
+                                          f"{limits.max_frame_pixels:,} pixels (TrajectoryLimits.max_frame_pixels); "
+                                          f"the file was not read.")
+        if (h, w, c) != shape:
+            raise NotATrajectoryFileError(f"{where} is a {h}x{w}x{c} image but the header declares frames of "
+                                          f"shape {list(shape)}")
+    return LazyFrames(path, {name: infos[name] for name in names})
 
 
 def _check_header(header: Any, path: Path) -> None:
@@ -240,9 +325,12 @@ def _checked_members(zf: zipfile.ZipFile, path: Path, limits: TrajectoryLimits) 
         raise NotATrajectoryFileError(f"{path} is not a maze-lab trajectory file: it lacks {HEADER} or {STEPS}")
     total = 0
     for name, info in infos.items():
-        is_json = name in (HEADER, STEPS)
-        limit, field = ((limits.max_json_bytes, "max_json_bytes") if is_json
-                        else (limits.max_array_bytes, "max_array_bytes"))
+        if name in (HEADER, STEPS):
+            limit, field = limits.max_json_bytes, "max_json_bytes"
+        elif name.startswith(FRAME_DIR):
+            limit, field = limits.max_frame_bytes, "max_frame_bytes"
+        else:
+            limit, field = limits.max_array_bytes, "max_array_bytes"
         if info.file_size > limit:
             raise _too_large(path, name, info.file_size, limit, field)
         total += info.file_size
@@ -343,3 +431,29 @@ class LazyArrays(Mapping):
     def loaded(self) -> list[str]:
         """The members read so far."""
         return list(self._cache)
+
+
+class LazyFrames(Mapping):
+    """The frame members of a trajectory file (checked when the file was opened), read when a frame is shown."""
+
+    def __init__(self, path: Path, members: dict[str, zipfile.ZipInfo]):
+        self.path = path
+        self.members = members
+
+    def __getitem__(self, name: str) -> bytes:
+        info = self.members[name]  # KeyError for a missing member, as for a dict
+        with _open_zip(self.path) as zf:
+            try:
+                data = zf.read(info)  # at most the declared size, which was checked against the limits
+            except (zipfile.BadZipFile, OSError, ValueError) as err:
+                raise NotATrajectoryFileError(f"{self.path}: member {name!r} cannot be read: {err}") from err
+        return data
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.members  # without reading the member
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.members)
+
+    def __len__(self) -> int:
+        return len(self.members)

@@ -12,6 +12,7 @@ import numpy as np
 
 from maze_lab.core.env.structured_env import ActorID
 from maze_lab.core.trajectory.files import EpisodeData, new_header
+from maze_lab.core.trajectory.frames import encode_png, frame_member, renderer_redraws_states, rgb_frame_source
 from maze_lab.core.trajectory.records import EpisodeRecord
 from maze_lab.core.trajectory.serialization import ClassAllowList, Encoder, class_path
 from maze_lab.core.wrappers.wrapper import Wrapper
@@ -49,6 +50,11 @@ class EpisodeBuilder:
         self.encoder = Encoder(self._store_big)
         # rows of observations and actions per (kind, policy key as JSON)
         self._rows: dict[tuple[str, str], list[Any]] = {}
+        self.frames: dict[str, bytes] = {}
+        """PNG frames by member name."""
+        self.frame_shape: tuple[int, ...] | None = None
+        self.frames_dropped = 0
+        self.frames_error: str | None = None
 
     def _store_big(self, arr: np.ndarray) -> str:
         name = f"arrays/x{len(self._big)}.npy"
@@ -69,6 +75,31 @@ class EpisodeBuilder:
         """Start an env step in the given state."""
         self._open = {"index": len(self.steps), "maze_state": self.encoder.encode(maze_state),
                       "maze_action": None, "components": self.encoder.encode(components or {}), "substeps": []}
+
+    def add_frame(self, frame: Any, max_frames: int) -> None:
+        """Keep the env's picture (an RGB array) as the open step's frame, PNG-encoded; after ``max_frames``
+        frames (or after a frame failed) the rest are counted as dropped."""
+        assert self._open is not None, "begin_step() first"
+        if self.frames_error is not None or len(self.frames) >= max_frames:
+            self.frames_dropped += 1
+            return
+        try:
+            if frame is None:
+                raise ValueError("the env's render() returned no image (None)")
+            arr = np.asarray(frame)
+            if arr.ndim == 2:
+                arr = arr[:, :, None]
+            if self.frame_shape is not None and arr.shape != self.frame_shape:
+                raise ValueError(f"frame of shape {arr.shape} after frames of shape {self.frame_shape}")
+            png = encode_png(arr)
+        except Exception as err:  # noqa: BLE001 - a frame that cannot be kept must not stop the rollout
+            self.frames_error = f"{type(err).__name__}: {err}"
+            self.frames_dropped += 1
+            return
+        self.frame_shape = arr.shape
+        member = frame_member(self._open["index"])
+        self.frames[member] = png
+        self._open["frame"] = member
 
     def add_substep(self, actor: ActorID, observation: Any, action: Any, reward: Any, terminated: bool,
                     truncated: bool, info: Any, events: list[Any]) -> None:
@@ -129,7 +160,13 @@ class EpisodeBuilder:
         header = {**self.header, "finished": bool(finished), "n_steps": len(steps),
                   "n_substeps": sum(len(s["substeps"]) for s in steps), "total_reward": total,
                   "final_maze_state": final, "arrays": table}
-        return EpisodeData(header, steps, arrays)
+        if self.frames or self.frames_dropped:
+            shape = list(self.frame_shape) if self.frame_shape is not None else [1, 1, 3]
+            header["frames"] = {"format": "png", "count": len(self.frames), "shape": shape,
+                                "dropped": self.frames_dropped}
+            if self.frames_error:
+                header["frames"]["error"] = self.frames_error
+        return EpisodeData(header, steps, arrays, dict(self.frames))
 
 
 def _stack_rows(rows: list[Any]) -> dict[str, np.ndarray] | None:
@@ -164,10 +201,18 @@ class TrajectoryRecordingWrapper(Wrapper):
     :param trajectory_dir: where episode files go; None keeps episodes in memory only (see ``keep_episodes``).
     :param keep_episodes: also keep every finished episode as an :class:`EpisodeRecord` in ``self.episodes``.
     :param metadata: extra information stored with every episode (policy name, experiment, ...).
+    :param record_frames: keep the env's own picture of every step (``render()`` of a Gymnasium env made with
+        ``render_mode="rgb_array"``, GymMazeEnv's default) as a PNG in the episode file, so that a viewer can show
+        envs whose renderer cannot redraw a recorded state. None (the default) records them exactly there: the env
+        renders RGB frames and its renderer cannot be rebuilt to draw recorded states (plain Gymnasium envs, not
+        Cutting-2D). True insists (an env without RGB frames is an error), False never records them. A frame
+        costs the env's own render plus a PNG encoding per env step (CartPole: its pygame render, 2 to 20 ms
+        depending on the machine, plus about 4 ms) and a few KB of file (CartPole: about 5 KB).
+    :param max_frames: frames kept per episode at most; later steps have none (the header counts them as dropped).
     """
 
     def __init__(self, env: Any, trajectory_dir: str | Path | None = "trajectory_data", keep_episodes: bool = False,
-                 metadata: dict[str, Any] | None = None):
+                 metadata: dict[str, Any] | None = None, record_frames: bool | None = None, max_frames: int = 2000):
         super().__init__(env)
         self.trajectory_dir = None if trajectory_dir is None else Path(trajectory_dir)
         self.keep_episodes = keep_episodes
@@ -194,6 +239,17 @@ class TrajectoryRecordingWrapper(Wrapper):
         spec = getattr(getattr(inner, "gym_env", None), "spec", None)
         if spec is not None:
             self._static_metadata["gym_env_id"] = spec.id
+        self.max_frames = int(max_frames)
+        source = rgb_frame_source(inner)
+        if record_frames is None:
+            record_frames = source is not None and not renderer_redraws_states(renderer)
+        elif record_frames and source is None:
+            raise ValueError(f"record_frames=True, but {type(inner).__name__} does not render RGB frames itself; "
+                             f"frames come from a Gymnasium env made with render_mode='rgb_array' (e.g. "
+                             f"GymMazeEnv('CartPole-v1', render_mode='rgb_array')). Envs with a renderer that "
+                             f"draws recorded states (Cutting-2D) need no frames: pass record_frames=None or False.")
+        self._frame_source = source if record_frames else None
+        """Called before each env step for the picture of the state the step starts in (None: no frames)."""
 
     def _wrapper_names(self) -> list[str]:
         names, env = [], self.env
@@ -246,6 +302,12 @@ class TrajectoryRecordingWrapper(Wrapper):
             return self.env.step(action)
         if not b.step_open:
             b.begin_step(self._call("get_maze_state"), self._call("get_serializable_components"))
+            if self._frame_source is not None:
+                try:
+                    frame = self._frame_source()
+                except Exception as err:  # noqa: BLE001 - the rollout goes on without frames
+                    b.frames_error, frame = f"{type(err).__name__}: {err}", None
+                b.add_frame(frame, self.max_frames)
         actor = self.env.actor_id()
         observation, action_copy = self._obs, _copy_values(action)
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -296,6 +358,11 @@ class TrajectoryRecordingWrapper(Wrapper):
         if self.written:
             record.path = self.written[-1]
         return record
+
+    @property
+    def records_frames(self) -> bool:
+        """Whether this recorder keeps the env's frames (see ``record_frames``)."""
+        return self._frame_source is not None
 
     @property
     def last_episode_path(self) -> Path | None:

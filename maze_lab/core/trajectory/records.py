@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from maze_lab.core.env.structured_env import ActorID, StepKey
+from maze_lab.core.trajectory.frames import EpisodeFrames
 
 
 @dataclass
@@ -98,6 +99,9 @@ class EpisodeRecord:
     """Classes that were not rebuilt on load (dotted path -> reason); their objects are plain dicts."""
     path: Path | None = None
     """The file the episode was loaded from or written to."""
+    frames: EpisodeFrames | None = None
+    """The env's own pictures (PNG) by step index, recorded for envs whose renderer cannot redraw a recorded state
+    (see :class:`~maze_lab.core.trajectory.frames.EpisodeFrames`); None where none were recorded."""
 
     def __len__(self) -> int:
         return len(self.steps)
