@@ -1,0 +1,590 @@
+"""The policy and critic graphs of a run, per policy key, as a zoomable plotly figure with block details.
+
+The graphs come from the run directory (``model_graphs/*.svg``, written by the model composer when the run's model
+is built). The SVG is read as data only: a bounded read, parsed with defusedxml (no entities, no external
+references), and only the boxes, their hover titles and text lines and the edges are taken from it. Where a run
+has no drawings yet and trains in this kernel, the graphs are taken from its live model instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_GRAPH_BYTES = 4 * 1024 * 1024
+"""A model drawing larger than this is not read (the drawings of real models are a few dozen kB)."""
+MAX_GRAPH_FILES = 64
+
+_BLOCK_TITLE = re.compile(r"^(?P<name>.+): (?P<type>[^,]+), (?P<params>[\d,]+) parameters$")
+_TENSOR_TITLE = re.compile(r"^tensor (?P<key>\S+) \((?P<shape>[^)]*)\)$")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+@dataclass
+class GraphNode:
+    """One block or tensor of a model graph, with its box in drawing coordinates (y grows downwards)."""
+
+    id: str
+    kind: str  # "block" or "tensor"
+    name: str
+    type: str = ""  # block class name; "tensor" for tensors
+    shape: tuple[int, ...] | None = None  # tensors: shape without batch dims
+    params: int = 0
+    detail: str = ""
+    x: float = 0.0  # centre
+    y: float = 0.0  # top
+    width: float = 0.0
+    height: float = 0.0
+    inputs: list[str] = field(default_factory=list)  # ids of the nodes with an edge into this one
+    outputs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GraphData:
+    """One network's graph: nodes by id, edges as (from id, to id)."""
+
+    name: str  # e.g. policy_0, critic_1
+    title: str
+    nodes: dict[str, GraphNode]
+    edges: list[tuple[str, str]]
+    total_params: int = 0
+
+    @property
+    def blocks(self) -> list[GraphNode]:
+        """The blocks in drawing order."""
+        return [n for n in self.nodes.values() if n.kind == "block"]
+
+    @property
+    def role(self) -> str:
+        """``policy`` or ``critic``."""
+        return self.name.split("_", 1)[0]
+
+    @property
+    def key(self) -> str:
+        """The policy key (what follows the role in the name)."""
+        return self.name.split("_", 1)[1] if "_" in self.name else ""
+
+    def output_shapes(self, block: GraphNode) -> dict[str, tuple[int, ...] | None]:
+        """The tensors a block writes, with their shapes."""
+        return {self.nodes[o].name: self.nodes[o].shape for o in block.outputs if self.nodes[o].kind == "tensor"}
+
+    def input_tensors(self) -> dict[str, tuple[int, ...] | None]:
+        """The graph's inputs (tensors nothing writes): the observations the network reads."""
+        return {n.name: n.shape for n in self.nodes.values() if n.kind == "tensor" and not n.inputs}
+
+    def output_tensors(self) -> dict[str, tuple[int, ...] | None]:
+        """The graph's outputs (tensors nothing reads): action logits / distribution parameters, values."""
+        return {n.name: n.shape for n in self.nodes.values() if n.kind == "tensor" and not n.outputs and n.inputs}
+
+    def describe(self, node: GraphNode) -> str:
+        """One block's or tensor's details as a few lines of text."""
+        if node.kind == "tensor":
+            writers = ", ".join(self.nodes[i].name for i in node.inputs) or "- (graph input)"
+            readers = ", ".join(self.nodes[o].name for o in node.outputs) or "- (graph output)"
+            return f"tensor {node.name}\nshape {_fmt_shape(node.shape)}\nwritten by {writers}\nread by {readers}"
+        outs = ", ".join(f"{k} {_fmt_shape(s)}" for k, s in self.output_shapes(node).items()) or "-"
+        ins = ", ".join(f"{self.nodes[i].name} {_fmt_shape(self.nodes[i].shape)}" for i in node.inputs) or "-"
+        share = f" ({100 * node.params / self.total_params:.1f}% of {self.total_params:,})" if self.total_params else ""
+        lines = [f"{node.name}: {node.type}", f"output {outs}", f"input {ins}", f"parameters {node.params:,}{share}"]
+        if node.detail:
+            lines.append(node.detail)
+        return "\n".join(lines)
+
+
+def _fmt_shape(shape: tuple[int, ...] | None) -> str:
+    if shape is None:
+        return "(?)"
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _parse_shape(text: str) -> tuple[int, ...] | None:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        return tuple(int(p) for p in parts)
+    except ValueError:
+        return None
+
+
+# ---- reading graphs ------------------------------------------------------------------------------------------------
+def parse_graph_svg(text: str, name: str) -> GraphData:
+    """The graph in a drawing written by :class:`maze_lab.perception.graph.ModelGraph` (data only).
+
+    :param text: the SVG document.
+    :param name: the graph's name (file stem), e.g. ``policy_0``.
+    """
+    from defusedxml import ElementTree
+
+    root = ElementTree.fromstring(text, forbid_dtd=True)
+    ns = "{http://www.w3.org/2000/svg}"
+
+    def local(tag: str) -> str:
+        return tag[len(ns):] if tag.startswith(ns) else tag
+
+    title = name
+    nodes: dict[str, GraphNode] = {}
+    paths: list[tuple[float, float, float, float]] = []
+    for child in root:
+        tag = local(child.tag)
+        if tag == "text" and title == name and (child.get("font-weight") == "bold"):
+            title = (child.text or name).strip()
+        elif tag == "path" and child.get("marker-end"):
+            numbers = [float(v) for v in _NUMBER.findall(child.get("d") or "")]
+            if len(numbers) >= 4:
+                paths.append((numbers[0], numbers[1], numbers[-2], numbers[-1]))
+        elif tag == "g":
+            node = _parse_node(child, local, len(nodes))
+            if node is not None:
+                nodes[node.id] = node
+    edges: list[tuple[str, str]] = []
+    for x0, y0, x1, y1 in paths:
+        # an edge leaves the bottom of its source box and ends 2 units above the top of its target box
+        src = _node_at(nodes, x0, y0, bottom=True)
+        dst = _node_at(nodes, x1, y1 + 2.0, bottom=False)
+        if src is not None and dst is not None:
+            edges.append((src.id, dst.id))
+            src.outputs.append(dst.id)
+            dst.inputs.append(src.id)
+    total = sum(n.params for n in nodes.values() if n.kind == "block")
+    return GraphData(name=name, title=title, nodes=nodes, edges=edges, total_params=total)
+
+
+def _parse_node(group: Any, local: Any, index: int) -> GraphNode | None:
+    title_el = next((c for c in group if local(c.tag) == "title"), None)
+    rect = next((c for c in group if local(c.tag) == "rect"), None)
+    if title_el is None or rect is None:
+        return None
+    label = html.unescape((title_el.text or "").strip())
+    texts = [(t.text or "").strip() for t in group if local(t.tag) == "text"]
+    try:
+        x, y = float(rect.get("x", 0)), float(rect.get("y", 0))
+        width, height = float(rect.get("width", 0)), float(rect.get("height", 0))
+    except ValueError:
+        return None
+    geometry = {"x": x + width / 2, "y": y, "width": width, "height": height}
+    tensor = _TENSOR_TITLE.match(label)
+    if tensor:
+        return GraphNode(id=f"t:{tensor['key']}", kind="tensor", name=tensor["key"], type="tensor",
+                         shape=_parse_shape(tensor["shape"]), **geometry)
+    block = _BLOCK_TITLE.match(label)
+    if block:
+        # text lines: [name,] type, [detail,] "N params (x%)" / "no params"
+        rest = [t for t in texts if t not in (block["name"], block["type"])]
+        detail = " · ".join(t for t in rest if "params" not in t)
+        return GraphNode(id=f"b:{block['name']}", kind="block", name=block["name"], type=block["type"],
+                         params=int(block["params"].replace(",", "")), detail=detail, **geometry)
+    return GraphNode(id=f"n:{index}", kind="block", name=label or f"node {index}", type=label, **geometry)
+
+
+def _node_at(nodes: dict[str, GraphNode], x: float, y: float, bottom: bool) -> GraphNode | None:
+    best, best_d = None, 3.0
+    for n in nodes.values():
+        if not (n.x - n.width / 2 - 1.0 <= x <= n.x + n.width / 2 + 1.0):
+            continue
+        d = abs((n.y + n.height if bottom else n.y) - y)
+        if d < best_d:
+            best, best_d = n, d
+    return best
+
+
+def graph_from_model_graph(graph: Any, name: str) -> GraphData:
+    """The data of a live :class:`maze_lab.perception.graph.ModelGraph` (same layout as its drawing)."""
+    nodes: dict[str, GraphNode] = {}
+    for nid, n in graph.nodes.items():
+        if n.kind == "dummy":
+            continue
+        if n.kind == "tensor":
+            m = _TENSOR_TITLE.match(n.title)
+            nodes[nid] = GraphNode(id=nid, kind="tensor", name=nid[2:], type="tensor",
+                                   shape=_parse_shape(m["shape"]) if m else None, x=n.x, y=n.y, width=n.width,
+                                   height=n.height)
+        else:
+            m = _BLOCK_TITLE.match(n.title)
+            name_, type_ = nid[2:], (m["type"] if m else n.lines[0][0])
+            params = int(m["params"].replace(",", "")) if m else 0
+            rest = [t for t, *_ in n.lines if t not in (name_, type_) and "params" not in t]
+            nodes[nid] = GraphNode(id=nid, kind="block", name=name_, type=type_, params=params,
+                                   detail=" · ".join(rest), x=n.x, y=n.y, width=n.width, height=n.height)
+    edges = [(a, b) for a, b in graph.edges if a in nodes and b in nodes]
+    for a, b in edges:
+        nodes[a].outputs.append(b)
+        nodes[b].inputs.append(a)
+    return GraphData(name=name, title=graph.title, nodes=nodes, edges=edges, total_params=graph.total_params)
+
+
+def read_run_graphs(run_dir: str | Path, max_bytes: int = MAX_GRAPH_BYTES) -> tuple[dict[str, GraphData], list[str]]:
+    """The graphs of a run directory by name (``policy_0``, ``critic_0``, ...), and a note per file not read."""
+    from maze_lab.run.run_dir import RunDirectory
+
+    graph_dir = RunDirectory(Path(run_dir)).graph_dir
+    graphs: dict[str, GraphData] = {}
+    problems: list[str] = []
+    if not graph_dir.is_dir():
+        return graphs, problems
+    files = sorted(p for p in graph_dir.glob("*.svg") if p.is_file() and not p.is_symlink())
+    for path in files[:MAX_GRAPH_FILES]:
+        try:
+            with path.open("rb") as f:
+                data = f.read(max_bytes + 1)
+            if len(data) > max_bytes:
+                problems.append(f"{path.name}: larger than {max_bytes:,} bytes, not read")
+                continue
+            graphs[path.stem] = parse_graph_svg(data.decode("utf-8"), path.stem)
+        except Exception as err:  # noqa: BLE001 - a damaged drawing is reported, the others still shown
+            problems.append(f"{path.name}: {type(err).__name__}: {err}")
+    if len(files) > MAX_GRAPH_FILES:
+        problems.append(f"{len(files) - MAX_GRAPH_FILES} more drawings not read")
+    return graphs, problems
+
+
+def live_model_graphs(source: Any) -> dict[str, GraphData]:
+    """The graphs of the model of a run in this kernel (``{}`` where its trainer is not built yet).
+
+    Opaque networks (no InferenceBlock) get their output shapes from one forward pass on dummy input; that is done
+    only once the run no longer trains, so that the kernel never runs the model beside the training thread.
+    """
+    run = _run_of(source)
+    trainer = getattr(run, "_trainer", None)
+    model = getattr(trainer, "model", None)
+    if model is None:
+        return {}
+    handle = getattr(run, "handle", None)
+    running = bool(handle is not None and handle.running)
+    from maze_lab.perception.graph import ModelGraph, composer_graphs
+    from maze_lab.perception.perception_utils import space_shapes
+
+    spaces = {} if running else dict(getattr(getattr(run, "train_env", None), "observation_spaces_dict",
+                                                    None) or {})
+    graphs: dict[str, GraphData] = {}
+    for role in ("policy", "critic"):
+        networks = getattr(getattr(model, role, None), "networks", None)
+        if not isinstance(networks, dict) or not all(hasattr(n, "parameters") for n in networks.values()):
+            return {name: graph_from_model_graph(g, name) for name, g in composer_graphs(model).items()}
+        for key, net in networks.items():
+            step = getattr(key, "step_key", key)
+            name = f"{role}_{key.step_key}_{key.agent_id}" if hasattr(key, "agent_id") else f"{role}_{key}"
+            shapes = space_shapes(spaces[step]) if step in spaces else None
+            graphs[name] = graph_from_model_graph(ModelGraph(net, title=name.replace("_", " ", 1),
+                                                             input_shapes=shapes), name)
+    return graphs
+
+
+def _run_of(source: Any) -> Any:
+    """The run object behind a RunContext, RunHandle or RunSource of one (None for directories and stores)."""
+    if hasattr(source, "_single"):  # RunContext
+        try:
+            return source._single()
+        except Exception:  # noqa: BLE001 - e.g. a sweep: no single run
+            return None
+    if hasattr(source, "_origin"):  # RunSource made by a view
+        return _run_of(source._origin)
+    handle = getattr(source, "handle", None) if not hasattr(source, "_run") else source
+    return getattr(handle, "_run", None)
+
+
+# ---- the view ------------------------------------------------------------------------------------------------------
+class _Polling:
+    """Redraw about once per second on the kernel's event loop while the source is live; ``close`` cancels it."""
+
+    poll_seconds = 1.0
+    _task: asyncio.Task | None = None
+    _closed = False
+
+    def _start_polling(self) -> None:
+        if self._task is not None or self._closed or not self.source.live:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called from a cell: the kernel's loop is set but not running in this frame
+            try:
+                loop = asyncio.get_event_loop()
+            except RuntimeError:
+                return
+        self._task = loop.create_task(self._poll())
+
+    async def _poll(self) -> None:
+        try:
+            while not self._closed:
+                await asyncio.sleep(self.poll_seconds)
+                live = self.source.live
+                self.update()
+                if not live:  # one last draw after the run ended, then stop
+                    return
+        finally:
+            self._task = None
+
+    def _stop_polling(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+        self._start_polling()
+
+
+class ModelGraphView(_Polling):
+    """The policy and critic graphs of a run per policy key: zoom and pan (plotly), details on hover and click.
+
+    :param source: a RunHandle, RunContext, LoadedRun, StatsStore or run directory (see ``RunSource``).
+    """
+
+    def __init__(self, source: Any):
+        import ipywidgets as w
+        import plotly.graph_objects as go
+
+        from maze_lab.widgets.sources import RunSource
+
+        self.source = RunSource(source)
+        self._origin = source  # for the live model of a RunContext / RunHandle
+        self.graphs: dict[str, GraphData] = {}
+        self.problems: list[str] = []
+        self.origin = "none"  # "run directory", "live model" or "none"
+        self._drawn: str | None = None
+        self._seen: tuple | None = None
+        self._node_ids: list[str] = []
+        self.header = w.HTML()
+        self.key_select = w.Dropdown(description="policy key", options=[], layout=w.Layout(width="220px"))
+        self.role_select = w.ToggleButtons(options=["policy", "critic"], description="network",
+                                           style={"button_width": "70px"})
+        self.graph_select = w.Dropdown(description="graph", options=[], layout=w.Layout(width="260px",
+                                                                                         display="none"))
+        self.details = w.HTML(value=self._details_html(None), layout=w.Layout(width="300px", min_width="260px"))
+        self.figure = go.FigureWidget(layout=go.Layout(
+            height=520, margin={"l": 10, "r": 10, "t": 50, "b": 10}, dragmode="pan", showlegend=False,
+            plot_bgcolor="#ffffff", hovermode="closest",
+            xaxis={"visible": False}, yaxis={"visible": False, "autorange": "reversed", "scaleanchor": "x"},
+            title={"text": "model graph", "x": 0.01}))
+        self.figure.add_scatter(x=[], y=[], mode="lines", line={"color": "#6b7280", "width": 1.3}, hoverinfo="skip",
+                                name="edges")
+        self.figure.add_scatter(x=[], y=[], mode="markers+text", name="nodes", hoverinfo="text", text=[],
+                                hovertext=[], textfont={"size": 11},
+                                marker={"symbol": "square", "size": 1, "opacity": 0.01})
+        self.figure.data[1].on_click(self._on_click)
+        self.key_select.observe(lambda _: self._select(), names="value")
+        self.role_select.observe(lambda _: self._select(), names="value")
+        self.graph_select.observe(lambda _: self._draw_selected(), names="value")
+        controls = w.HBox([self.key_select, self.role_select, self.graph_select])
+        self.widget = w.VBox([self.header, controls, w.HBox([self.figure, self.details])])
+        self.update(force=True)
+
+    # ---- data --------------------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        graphs: dict[str, GraphData] = {}
+        problems: list[str] = []
+        origin = "none"
+        if self.source.run_dir is not None:
+            graphs, problems = read_run_graphs(self.source.run_dir)
+            origin = "run directory" if graphs else origin
+        if not graphs:
+            graphs = live_model_graphs(self._origin)
+            origin = "live model" if graphs else origin
+        self.graphs, self.problems, self.origin = graphs, problems, origin
+
+    def _fingerprint(self) -> tuple:
+        if self.source.run_dir is None:
+            return (self.source.version,)
+        graph_dir = Path(self.source.run_dir) / "model_graphs"
+        with contextlib.suppress(OSError):
+            return tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in graph_dir.glob("*.svg")))
+        return ()
+
+    def keys(self) -> list[str]:
+        """The policy keys with a graph."""
+        return sorted({g.key for g in self.graphs.values()}, key=_natural)
+
+    def graph(self, name: str) -> GraphData:
+        """One graph by name (``policy_0``); a KeyError lists those there are."""
+        if name not in self.graphs:
+            raise KeyError(f"no model graph {name!r}; this run has {sorted(self.graphs)}")
+        return self.graphs[name]
+
+    def block_table(self, name: str) -> list[dict[str, Any]]:
+        """Every block of a graph: name, type, output shapes and parameters (what the view shows)."""
+        g = self.graph(name)
+        return [{"name": b.name, "type": b.type, "outputs": g.output_shapes(b), "params": b.params}
+                for b in g.blocks]
+
+    # ---- drawing -----------------------------------------------------------------------------------------------
+    def update(self, force: bool = False) -> bool:
+        """Re-read the graphs where the drawings changed (cheap otherwise); returns whether it redrew. Never raises:
+        an error is shown in the header."""
+        try:
+            self.source.refresh()
+            fingerprint = self._fingerprint()
+            if not force and fingerprint == self._seen and (self.graphs or not self.source.live):
+                self._draw_header()
+                return False
+            self._seen = fingerprint
+            self._load()
+            keys = self.keys()
+            if list(self.key_select.options) != keys:
+                current = self.key_select.value
+                self.key_select.options = keys
+                self.key_select.value = current if current in keys else (keys[0] if keys else None)
+            self._select()
+            self._draw_header()
+            return True
+        except Exception as err:  # noqa: BLE001 - a drawing error must not reach the caller (or the run)
+            self.header.value = (f"<div style='color:#b91c1c'><b>model graph error:</b> "
+                                 f"{html.escape(type(err).__name__)}: {html.escape(str(err))}</div>")
+            return False
+
+    def _draw_header(self) -> None:
+        parts = [f"<b>{html.escape(self.source.name)}</b> · model graphs"]
+        if self.graphs:
+            parts.append(f"{len(self.graphs)} networks from the {self.origin}")
+        elif self.source.live:
+            parts.append("waiting for the run to build its model")
+        else:
+            parts.append("this run has no model graphs")
+        text = " · ".join(parts)
+        if self.problems:
+            text += "<br><span style='color:#b45309'>" + "<br>".join(html.escape(p) for p in self.problems) + "</span>"
+        text += ("<br><span style='color:#6b7280;font-size:90%'>drag to pan, scroll or box-select to zoom, "
+                 "double-click to reset; click a block for its details</span>")
+        if self.header.value != text:
+            self.header.value = text
+
+    def _select(self) -> None:
+        key, role = self.key_select.value, self.role_select.value
+        names = [n for n, g in self.graphs.items() if g.key == key and g.role == role]
+        if not names:  # e.g. a Q-critic named critic_<key>_q0: match on the start
+            names = [n for n in self.graphs if n.startswith(f"{role}_{key}")]
+        names.sort(key=_natural)
+        if list(self.graph_select.options) != names:
+            current = self.graph_select.value
+            self.graph_select.options = names
+            self.graph_select.value = current if current in names else (names[0] if names else None)
+        self.graph_select.layout.display = "" if len(names) > 1 else "none"
+        if names and self.graph_select.value not in names:
+            self.graph_select.value = names[0]
+        self._draw_selected(force=True)
+
+    def _draw_selected(self, force: bool = False) -> None:
+        name = self.graph_select.value if self.graph_select.options else None
+        if name == self._drawn and not force:
+            return
+        self._drawn = name
+        self.draw(name)
+
+    def draw(self, name: str | None) -> None:
+        """Show one graph (None: an empty figure saying why)."""
+        g = self.graphs.get(name) if name else None
+        fig = self.figure
+        with fig.batch_update():
+            if g is None:
+                fig.data[0].x, fig.data[0].y = [], []
+                fig.data[1].x, fig.data[1].y, fig.data[1].text, fig.data[1].hovertext = [], [], [], []
+                fig.layout.shapes = []
+                fig.layout.title.text = "no model graph" if not self.graphs else "no graph for this selection"
+                self._node_ids = []
+            if g is None:
+                sync_figure_state(fig)
+                return
+            ex: list[float | None] = []
+            ey: list[float | None] = []
+            for a, b in g.edges:
+                na, nb = g.nodes[a], g.nodes[b]
+                ex += [na.x, na.x, nb.x, nb.x, None]
+                ey += [na.y + na.height, (na.y + na.height + nb.y) / 2, (na.y + na.height + nb.y) / 2, nb.y, None]
+            fig.data[0].x, fig.data[0].y = ex, ey
+            nodes = list(g.nodes.values())
+            self._node_ids = [n.id for n in nodes]
+            fig.data[1].x = [n.x for n in nodes]
+            fig.data[1].y = [n.y + n.height / 2 for n in nodes]
+            fig.data[1].text = [self._label(g, n) for n in nodes]
+            fig.data[1].hovertext = [g.describe(n).replace("\n", "<br>") for n in nodes]
+            fig.layout.shapes = [self._box(g, n) for n in nodes]
+            blocks = f"{len(g.blocks)} block" + ("s" if len(g.blocks) != 1 else "")
+            fig.layout.title.text = (f"{html.escape(g.title)} — {g.total_params:,} parameters, {blocks}"
+                                     f"  <span style='font-size:11px;color:#6b7280'>(blue: blocks, shade = share "
+                                     f"of parameters; red: tensors with shape)</span>")
+            height = max((n.y + n.height for n in nodes), default=100.0)
+            fig.layout.height = int(min(900, max(360, height * 1.15 + 80)))
+            fig.layout.xaxis.range = None
+            fig.layout.yaxis.range = None
+        sync_figure_state(fig)
+        self.details.value = self._details_html(None)
+
+    @staticmethod
+    def _label(g: GraphData, n: GraphNode) -> str:
+        if n.kind == "tensor":
+            return f"<b>{html.escape(n.name)}</b><br>{_fmt_shape(n.shape)}"
+        head = html.escape(n.type) if n.name in (n.type, *[g.nodes[o].name for o in n.outputs]) else \
+            f"{html.escape(n.name)}<br><b>{html.escape(n.type)}</b>"
+        return f"{head}<br>{n.params:,} params"
+
+    @staticmethod
+    def _box(g: GraphData, n: GraphNode) -> dict[str, Any]:
+        if n.kind == "tensor":
+            fill, line = "#fde4e1", "#c9453b"
+        else:
+            share = n.params / g.total_params if g.total_params else 0.0
+            light, dark = (234, 242, 251), (120, 160, 215)
+            fill = "#{:02x}{:02x}{:02x}".format(*[round(lo + (hi - lo) * share) for lo, hi in zip(light, dark,
+                                                                                                   strict=True)])
+            line = "#2b5797"
+        return {"type": "rect", "xref": "x", "yref": "y", "x0": n.x - n.width / 2, "x1": n.x + n.width / 2,
+                "y0": n.y, "y1": n.y + n.height, "fillcolor": fill, "line": {"color": line, "width": 1.2},
+                "layer": "below"}
+
+    def _on_click(self, trace: Any, points: Any, state: Any) -> None:
+        try:
+            if points.point_inds:
+                self.show_details(self._node_ids[points.point_inds[0]])
+        except Exception as err:  # noqa: BLE001 - a click must never raise into the front-end
+            self.details.value = f"<div style='color:#b91c1c'>{html.escape(str(err))}</div>"
+
+    def show_details(self, node_id: str) -> str:
+        """Fill the details panel with one node of the shown graph (as a click does); returns its text."""
+        g = self.graphs[self._drawn]
+        text = g.describe(g.nodes[node_id])
+        self.details.value = self._details_html(text)
+        return text
+
+    @staticmethod
+    def _details_html(text: str | None) -> str:
+        body = ("<i style='color:#6b7280'>click a block or tensor to see its type, output shape and parameters</i>"
+                if text is None else "<br>".join(html.escape(line) for line in text.splitlines()))
+        return f"<div style='padding:8px;border-left:3px solid #2b5797'><b>details</b><br>{body}</div>"
+
+    def close(self) -> None:
+        """Stop polling and close the widgets."""
+        self._stop_polling()
+        close_tree(self.widget)
+
+
+def sync_figure_state(*figures: Any) -> None:
+    """Make the state a front-end receives when it connects (the first view in a container, a browser reload, voila)
+    the figure as it is now.
+
+    A plotly FigureWidget sends later changes as transient messages and syncs its whole state only when created and
+    when displayed on its own; shown inside a VBox, or re-opened after a reload, it came up as it was when created
+    (empty axes). This copies the current traces and layout into the synced state after each redraw.
+    """
+    from copy import deepcopy
+
+    for fig in figures:
+        if hasattr(fig, "_widget_data") and hasattr(fig, "_layout_obj"):
+            fig._widget_layout = deepcopy(fig._layout_obj._props)
+            fig._widget_data = deepcopy(fig._data)
+
+
+def close_tree(widget: Any) -> None:
+    """Close a widget and the widgets it contains (only those: ``Widget.close_all`` would close every widget)."""
+    for child in getattr(widget, "children", ()) or ():
+        close_tree(child)
+    with contextlib.suppress(Exception):
+        widget.close()
+
+
+def _natural(text: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(text)))
