@@ -181,15 +181,17 @@ class LoadedRun:
         return model.policy
 
     def rollout(self, n_episodes: int = 1, which: str = "best", deterministic: bool = True,
-                seed: int | None = None, record_trajectory: bool = True) -> Any:
+                seed: int | None = None, record_trajectory: bool = True, record_frames: bool | None = None) -> Any:
         """Roll out the run's ``best`` or ``last`` policy on its env; episodes are recorded into the run's
-        ``trajectories/`` directory (open them with ``TrajectoryViewer(run.directory.trajectory_dir)``)."""
+        ``trajectories/`` directory (open them with ``TrajectoryViewer(run.directory.trajectory_dir)``), with the
+        env's RGB frames where ``record_frames`` (None: where the env renders frames and has no renderer that can
+        redraw a recorded state)."""
         from maze_lab.core.rollout import SequentialRolloutRunner
 
         runner = SequentialRolloutRunner(self.env_factory().build_env, self.policy(which), n_episodes,
                                          record_trajectory=record_trajectory,
                                          trajectory_dir=self.directory.trajectory_dir, deterministic=deterministic,
-                                         seed=seed, writers=[])
+                                         seed=seed, writers=[], record_frames=record_frames)
         result = runner.run()
         self.directory.write_summary(last_rollout={"episodes": n_episodes, "policy": which,
                                                    "deterministic": deterministic,
@@ -226,3 +228,79 @@ def load_run(path: str | Path, trust: Iterable[str] | str | None = None) -> Load
         ``["my_project"]``); maze-lab's own classes, torch.nn modules and Gymnasium env ids need no trust.
     """
     return LoadedRun(path, trust)
+
+
+# ---- comparing runs as data (used by maze_lab.widgets.comparison; no widgets here) -----------------------------
+
+RUN_TABLE_COLUMNS = tuple(_COLUMNS)
+"""The columns of :func:`list_runs` and :func:`compare_runs` before any config parameters."""
+
+RUN_SPECIFIC_KEYS = ("log_base_dir", "run_dir", "input_dir")
+"""Config keys that name where a run lives rather than how it trains: never a difference between runs."""
+
+
+def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as ``{dotted key: leaf}``; mappings are walked, lists and scalars are leaves
+    (an empty mapping is a leaf ``{}``, so that its presence still shows)."""
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten_config(value, f"{dotted}."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def _comparable(value: Any) -> Any:
+    """A hashable stand-in of a config leaf (lists and mappings compare by their contents)."""
+    import json
+
+    if isinstance(value, list | tuple | Mapping):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def differing_params(configs: Iterable[Mapping[str, Any]],
+                     ignore: Iterable[str] = RUN_SPECIFIC_KEYS) -> list[str]:
+    """The dotted keys whose values are not the same in all of ``configs`` (a key missing from some counts as
+    differing); keys in ``ignore`` (and keys under them) are left out. Empty configs (runs whose ``config.yaml``
+    could not be read) take no part: they would make every key differ.
+
+    :param configs: nested configurations (as ``RunDirectory.read_config`` returns them) or already flat ones.
+    """
+    flats = [flatten_config(c) for c in configs if c]
+    if len(flats) < 2:
+        return []
+    skip = tuple(ignore)
+    keys = sorted({k for f in flats for k in f})
+    missing = object()
+    out = []
+    for key in keys:
+        if any(key == s or key.startswith(f"{s}.") for s in skip):
+            continue
+        values = {_comparable(f[key]) if key in f else missing for f in flats}
+        if len(values) > 1:
+            out.append(key)
+    return out
+
+
+def find_run_dirs(base_dir: str | Path, experiment: str | None = None) -> list[Path]:
+    """The run directories under ``base_dir`` (those holding a ``maze_lab_run.json``), oldest path first; with
+    ``experiment``, only those of that experiment (the summary's ``experiment``, or for a summary that cannot be
+    read, the name of the directory above the run, as ``<log_base_dir>/<experiment>/<timestamp>`` lays them out)."""
+    base = Path(base_dir)
+    if not base.is_dir():
+        return []
+    found = sorted(p.parent for p in base.glob(f"**/{MARKER}"))
+    if experiment is None:
+        return found
+    out = []
+    for path in found:
+        try:
+            name = RunDirectory(path).read_summary().get("experiment")
+        except (DamagedRunError, OSError):
+            name = None
+        if (name if name is not None else path.parent.name) == experiment:
+            out.append(path)
+    return out
