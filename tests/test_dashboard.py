@@ -1,19 +1,44 @@
-"""The training dashboard: figures follow the StatsStore, render in Chromium, and update live in a kernel."""
+"""The run cockpit: its curves follow the StatsStore (custom topics included), it opens finished and failed runs,
+a drawing error is shown without stopping the polling, it renders in Chromium, and in a real kernel it follows a
+live run whose stop button stops it."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
 import shutil
 import textwrap
+import time
+from abc import ABC
+from pathlib import Path
 
 import numpy as np
 import pytest
+from run_utils import TINY, train_tiny_run
 
 from maze_lab.core.log_stats.aggregation import StatKey
 from maze_lab.core.log_stats.base_events import BaseEnvEvents, DiscreteActionEvents
 from maze_lab.core.log_stats.writers import StatsStore
+from maze_lab.train.trainers.bc.events import ImitationEvents
+from maze_lab.train.trainers.common.events import ActorCriticEvents
+
+pytest.importorskip("plotly")
+pytest.importorskip("ipywidgets")
+
+from maze_lab.widgets.dashboard import TrainingDashboard, discover_charts  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+class InventoryEvents(ABC):
+    """A custom env's own topic (the cockpit knows nothing of it)."""
+
+    def pieces_in_inventory(self, value: float):
+        """Pieces in the inventory."""
+
+    def piece_replenished(self, value: float):
+        """A replenished piece."""
 
 
 def _store(n_epochs: int = 3) -> StatsStore:
@@ -31,32 +56,307 @@ def _store(n_epochs: int = 3) -> StatsStore:
     return store
 
 
-def test_figures_follow_the_store():
-    from maze_lab.widgets.dashboard import TrainingDashboard
+def _custom_store(n_epochs: int = 4) -> StatsStore:
+    """Rewards, KPIs with bands, a custom topic, actor-critic statistics of two policy keys and BC's validation."""
+    rng = np.random.default_rng(3)
+    store = StatsStore()
+    for epoch in range(1, n_epochs + 1):
+        env = {}
+        for event in (BaseEnvEvents.reward, InventoryEvents.pieces_in_inventory):
+            lo, hi = sorted(rng.normal(size=2))
+            env.update({StatKey(event, "mean", None): (lo + hi) / 2, StatKey(event, "min", None): lo,
+                        StatKey(event, "max", None): hi, StatKey(event, "std", None): hi - lo})
+        env[StatKey(BaseEnvEvents.reward, "mean_step_count", None)] = float(rng.integers(10, 50))
+        for stat in ("mean", "min", "max", "std"):
+            env[StatKey(BaseEnvEvents.kpi, stat, ("waste",))] = float(rng.normal())
+        env[StatKey(InventoryEvents.piece_replenished, "total", None)] = float(epoch * 3)
+        trainer = {StatKey(ActorCriticEvents.time_epoch, None, None): float(rng.random())}
+        for key in ("cutting", "selection"):
+            trainer[StatKey(ActorCriticEvents.policy_loss, None, (key,))] = float(rng.normal())
+            trainer[StatKey(ActorCriticEvents.policy_entropy, None, (key,))] = float(rng.random())
+        store.begin_epoch(epoch)
+        store.write("train", epoch, {**env, **trainer})
+        store.write("eval", epoch, env)
+        store.write("validation", epoch, {StatKey(ImitationEvents.policy_loss, None, ("cutting",)): 1.0 / epoch,
+                                          StatKey(ImitationEvents.discrete_accuracy, None, ("cutting", "piece")):
+                                          epoch / 10})
+        store.end_epoch(epoch)
+    return store
 
+
+def _assert_curves_match(dash: TrainingDashboard, store: StatsStore, everything: bool = True) -> dict:
+    """Every curve the cockpit draws equals the store's statistic (and, with ``everything``, every statistic of the
+    store is drawn); returns the curve data."""
+    data = dash.curve_data()
+    df = store.to_dataframe()
+    for (prefix, topic, event, name), part in df.groupby(["prefix", "topic", "event", "name"]):
+        label = f"{prefix}/{topic}/{event}/{name}"
+        if label not in data:
+            assert not everything, f"{label} is not drawn; drawn: {sorted(data)}"
+            continue
+        epochs, values = data[label]
+        part = part.sort_values("epoch")
+        assert list(epochs) == part.epoch.tolist(), label
+        np.testing.assert_allclose(values, part.value.to_numpy(), err_msg=label)
+        assert len(epochs) == part.epoch.nunique(), label  # one point per epoch
+    return data
+
+
+# ---- curves ------------------------------------------------------------------------------------------------------
+def test_every_statistic_of_custom_topics_shows_and_matches_the_store():
+    store = _custom_store(4)
+    dash = TrainingDashboard(store)
+    keys = list(dash.charts)
+    # discovered from the data, BaseEnvEvents first, the custom topic and BC's statistics included
+    assert keys[0] == "BaseEnvEvents / reward (mean, min–max)"
+    assert "InventoryEvents / pieces_in_inventory (mean, min–max)" in keys
+    assert "InventoryEvents / piece_replenished / total" in keys
+    assert "BaseEnvEvents / kpi / waste (mean, min–max)" in keys
+    assert "ImitationEvents / discrete_accuracy / cutting/piece" in keys
+    assert {"ActorCriticEvents / policy_loss / cutting", "ActorCriticEvents / policy_loss / selection"} <= set(keys)
+    # mean/min/max of a band are one chart, not three
+    assert not any(k.endswith("/ min") or k.endswith("/ max") for k in keys)
+    # defaults: rewards, episode length, KPIs, losses, accuracies
+    assert dash.shown == ["BaseEnvEvents / reward (mean, min–max)", "BaseEnvEvents / reward / mean_step_count",
+                          "BaseEnvEvents / kpi / waste (mean, min–max)", "ActorCriticEvents / policy_loss / cutting",
+                          "ActorCriticEvents / policy_loss / selection", "ImitationEvents / policy_loss / cutting",
+                          "ImitationEvents / discrete_accuracy / cutting/piece"]
+    _assert_curves_match(dash, store, everything=False)
+    dash.show(dash.charts)
+    data = _assert_curves_match(dash, store)
+    assert all(len(epochs) == 4 for epochs, _ in data.values())  # every statistic of every epoch
+    # the band itself: max forward, min backward, per prefix
+    fig = dash.figures()["InventoryEvents / pieces_in_inventory (mean, min–max)"]
+    band = next(t for t in fig.data if t.name == "eval min–max")
+    lo = store.series("InventoryEvents", "pieces_in_inventory", "min", prefix="eval").to_numpy()
+    hi = store.series("InventoryEvents", "pieces_in_inventory", "max", prefix="eval").to_numpy()
+    assert list(band.x) == [1, 2, 3, 4, 4, 3, 2, 1]
+    np.testing.assert_allclose(band.y, np.concatenate([hi, lo[::-1]]))
+    # the figures are laid out by topic
+    titles = [c.value for c in dash.curves.children[::2]]
+    assert [t.split(">")[1].split("<")[0] for t in titles] == ["BaseEnvEvents", "InventoryEvents",
+                                                               "ActorCriticEvents", "ImitationEvents"]
+
+
+def test_traces_are_updated_in_place_and_new_statistics_appear():
     store = _store(3)
     dash = TrainingDashboard(store)
     means = [t for t in dash.rewards.data if t.name == "train mean"]
     assert list(means[0].x) == [1, 2, 3] and list(means[0].y) == [10.0, 20.0, 30.0]
-    assert [t.name for t in dash.kpis.data] == ["eval usage", "train usage"]
-    bars = dash.actions.data[0]
-    assert list(bars.x) == [0, 1] and np.allclose(bars.y, [0.25, 0.75])
-    assert dash.epoch_slider.max == 3
+    assert dash.shown == ["BaseEnvEvents / reward (mean, min–max)", "BaseEnvEvents / reward / mean_step_count",
+                          "BaseEnvEvents / kpi / mean/usage"]
+    traces = {key: list(fig.data) for key, fig in dash.figures().items()}
     assert not dash.refresh()  # nothing new
-    store.write("train", 4, {StatKey(BaseEnvEvents.reward, "mean", None): 99.0})
+    store.write("train", 4, {StatKey(BaseEnvEvents.reward, "mean", None): 99.0,
+                             StatKey(BaseEnvEvents.reward, "min", None): 90.0,
+                             StatKey(BaseEnvEvents.reward, "max", None): 100.0,
+                             StatKey(InventoryEvents.pieces_in_inventory, "mean", None): 7.0,
+                             StatKey(ActorCriticEvents.critic_value_loss, None, (0,)): 0.5})
     assert dash.refresh()
+    for key, before in traces.items():  # the same trace objects, new values
+        assert all(a is b for a, b in zip(before, dash.figures()[key].data, strict=False)), key
     means = [t for t in dash.rewards.data if t.name == "train mean"]
     assert list(means[0].y)[-1] == 99.0
+    # the new topic's statistic is offered; the new loss is shown (a default)
+    assert "InventoryEvents / pieces_in_inventory / mean" in dash.charts
+    assert "ActorCriticEvents / critic_value_loss / 0" in dash.shown
+    assert "InventoryEvents / pieces_in_inventory / mean" in dash.picker.options
+    _assert_curves_match(dash, store, everything=False)
 
 
+def test_the_picker_filters_and_chooses_the_charts():
+    dash = TrainingDashboard(_custom_store(2))
+    n = len(dash.charts)
+    dash.filter_text.value = "inventory"
+    assert set(dash.picker.options) == {"InventoryEvents / pieces_in_inventory (mean, min–max)",
+                                        "InventoryEvents / pieces_in_inventory / std",
+                                        "InventoryEvents / piece_replenished / total"}
+    dash.picker.value = ("InventoryEvents / piece_replenished / total",)
+    assert "InventoryEvents / piece_replenished / total" in dash.shown
+    assert "BaseEnvEvents / reward (mean, min–max)" in dash.shown  # hidden by the filter, still shown
+    dash.filter_text.value = "policy loss"  # every word must match
+    assert set(dash.picker.options) == {"ActorCriticEvents / policy_loss / cutting",
+                                        "ActorCriticEvents / policy_loss / selection",
+                                        "ImitationEvents / policy_loss / cutting"}
+    assert set(dash.picker.value) == set(dash.picker.options)
+    dash.picker.value = ()
+    assert not any("policy_loss" in k for k in dash.shown)
+    dash.filter_text.value = ""
+    assert len(dash.picker.options) == n
+    dash._pick_matching(True)
+    assert len(dash.shown) == len(dash.figures()) == n
+    assert f"{n} of {n}" in dash.picker_count.value
+    dash._pick_defaults()
+    assert "InventoryEvents / piece_replenished / total" not in dash.shown
+    with pytest.raises(KeyError, match="the run has"):
+        dash.show(["no such chart"])
+
+
+def test_band_charts_need_mean_min_and_max():
+    charts = discover_charts([("T", "e", "mean"), ("T", "e", "max"), ("T", "e", "mean/a"), ("T", "e", "min/a"),
+                              ("T", "e", "max/a"), ("T", "f", ""), ("BaseEnvEvents", "reward", "std")])
+    assert [c.key for c in charts] == ["BaseEnvEvents / reward / std", "T / e / mean", "T / e / max",
+                                       "T / e / a (mean, min–max)", "T / f"]
+
+
+# ---- finished and failed runs ------------------------------------------------------------------------------------
+def test_a_finished_run_directory(tmp_path: Path):
+    run_dir = train_tiny_run(tmp_path)
+    dash = TrainingDashboard(run_dir)
+    assert "done" in dash.status_html.value and run_dir.name in dash.status_html.value
+    assert "epoch 1 / 1" in dash.progress_html.value and "last eval reward" in dash.progress_html.value
+    assert dash.progress_bar.value == 1.0 and dash.progress_bar.bar_style == "success"
+    assert dash.controls.layout.display == "none"  # nothing to control in a run directory
+    assert dash.error_html.layout.display == "none"
+    assert "ActorCriticEvents / policy_loss / 0" in dash.shown
+    store = StatsStore.load(run_dir)
+    _assert_curves_match(dash, store, everything=False)
+    dash.show(dash.charts)
+    _assert_curves_match(dash, store)
+    html_page = dash.to_html(tmp_path / "cockpit.html").read_text()
+    assert "episode reward" in html_page and "done" in html_page
+
+
+def _exploding_factory(at: int):
+    """An env factory whose first env raises at its ``at``-th step (the others work)."""
+    from maze_lab.core.wrappers.gym_maze_env import make_gym_maze_env
+    from maze_lab.core.wrappers.wrapper import Wrapper
+
+    class Exploding(Wrapper):
+        def __init__(self, env, explode: bool):
+            super().__init__(env)
+            self.n, self.explode = 0, explode
+
+        def step(self, action):
+            self.n += 1
+            if self.explode and self.n >= at:
+                raise RuntimeError(f"the env exploded at step {self.n}")
+            return self.env.step(action)
+
+    made = itertools.count()
+    return lambda: Exploding(make_gym_maze_env("CartPole-v1"), explode=next(made) == 0)
+
+
+def test_a_failed_run_shows_its_error_and_its_curves_up_to_the_failure(tmp_path: Path):
+    from maze_lab.run.run_context import RunContext, RunFailedError
+
+    rc = RunContext(env=_exploding_factory(40), overrides={**TINY, "n_epochs": 10, "log_base_dir": str(tmp_path)},
+                    silent=True)
+    handle = rc.train_async()
+    with pytest.raises(RunFailedError):
+        handle.wait(300)
+    for source in (handle, handle.run_dir):
+        dash = TrainingDashboard(source)
+        assert "failed" in dash.status_html.value
+        assert dash.error_html.layout.display is None
+        text = dash.error_html.value
+        assert "the env exploded at step 40" in text and "Traceback" in text and "<details>" in text
+        assert dash.controls.layout.display == "none"
+        assert dash.progress_bar.bar_style == "danger"
+        store = handle.store if source is handle else StatsStore.load(handle.run_dir)
+        assert store.to_dataframe().epoch.nunique() >= 1  # the epochs before the failure
+        dash.show(dash.charts)
+        _assert_curves_match(dash, store)
+    rc.close()
+
+
+# ---- polling -----------------------------------------------------------------------------------------------------
+async def _until(condition, what: str, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"still not true after {timeout} s: {what}"
+        await asyncio.sleep(0.02)
+
+
+def test_a_drawing_error_is_shown_and_polling_goes_on(tmp_path: Path):
+    from maze_lab.run.run_context import RunContext
+
+    rc = RunContext(overrides={**TINY, "n_epochs": 4, "log_base_dir": str(tmp_path)}, silent=True)
+
+    async def main() -> TrainingDashboard:
+        handle = rc.train_async()
+        dash = TrainingDashboard(handle, refresh_seconds=0.05)
+        draw, failures = dash._update_figure, []
+
+        def broken(chart):
+            if len(failures) < 3:
+                failures.append(chart)
+                raise ValueError("the figure could not be drawn")
+            return draw(chart)
+
+        dash._update_figure = broken
+        dash._seen = None  # the next poll redraws
+        task = dash.start()
+        await _until(lambda: dash.errors, "a drawing error")
+        assert "the figure could not be drawn" in dash.draw_error_html.value
+        assert dash.draw_error_html.layout.display is None
+        ticks = dash.ticks
+        await _until(lambda: dash.ticks >= ticks + 3 or task.done(), "more polls after the error")
+        await asyncio.wait_for(task, 240)  # the run ended and was drawn once more
+        assert handle.status == "done"
+        return dash
+
+    dash = asyncio.run(main())
+    assert "done" in dash.status_html.value
+    _assert_curves_match(dash, dash.source.store, everything=False)
+    assert dash.source.store.to_dataframe().epoch.nunique() == 4
+    assert all(len(x) == 4 for x, _ in dash.curve_data().values())
+    # the run's warnings (e.g. a diverged policy) are shown
+    assert dash.warnings_html.layout.display == "none"
+    rc.trainer.warnings.append("epoch 3: the policy of key 0 collapsed while its value loss exploded")
+    dash.refresh()
+    assert dash.warnings_html.layout.display is None and "collapsed" in dash.warnings_html.value
+    rc.close()
+
+
+def test_close_ends_polling_and_tabs(tmp_path: Path):
+    import ipywidgets as w
+
+    from maze_lab.run.run_context import RunContext
+
+    class View:
+        def __init__(self):
+            self.widget, self.updates, self.closed = w.HTML("view"), 0, False
+
+        def update(self):
+            self.updates += 1
+
+        def close(self):
+            self.closed = True
+
+    rc = RunContext(overrides={**TINY, "n_epochs": 500, "algorithm.patience": 0, "log_base_dir": str(tmp_path)},
+                    silent=True)
+
+    async def main():
+        handle = rc.train_async()
+        try:
+            dash = TrainingDashboard(handle, refresh_seconds=0.05)
+            view = dash.add_tab("Distributions", View())
+            assert dash.tabs.children[-1] is view.widget and dash.tabs.get_title(1) == "Distributions"
+            with pytest.raises(TypeError, match="widget"):
+                dash.add_tab("bad", object())
+            task = dash.start()
+            assert dash.start() is task  # one polling task at a time
+            await _until(lambda: view.updates >= 3, "the tab updated by the polls")
+            assert not task.done()
+            dash.widget.close()  # closing the top widget ends the cockpit
+            await _until(task.done, "the polling task done")
+            assert view.closed and dash.start() is None
+            assert handle.running  # closing the cockpit leaves the run going
+        finally:
+            handle.stop(timeout=120)
+
+    asyncio.run(main())
+    rc.close()
+
+
+# ---- a browser ---------------------------------------------------------------------------------------------------
 @pytest.mark.browser
 def test_dashboard_renders_in_chromium(tmp_path):
     pytest.importorskip("playwright")
     if not os.path.exists(CHROMIUM):
         pytest.skip("chromium is not installed (bash scripts/setup.sh --dev installs it)")
     from playwright.sync_api import sync_playwright
-
-    from maze_lab.widgets.dashboard import TrainingDashboard
 
     page_file = TrainingDashboard(_store(4)).to_html(tmp_path / "dashboard.html")
     with sync_playwright() as p:
@@ -65,47 +365,115 @@ def test_dashboard_renders_in_chromium(tmp_path):
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         page.goto(page_file.as_uri())
         page.wait_for_selector(".main-svg")
-        assert page.locator(".scatterlayer .trace").count() >= 6  # reward bands, means, lengths, KPIs
-        assert page.locator(".barlayer .trace").count() == 1
+        # reward band and mean (train, eval), episode length (train, eval), the KPI (train, eval)
+        assert page.locator(".scatterlayer .trace").count() == 8
         page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
         browser.close()
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
 
 
+@pytest.mark.browser
+def test_the_cockpit_of_a_finished_run_renders_in_voila(tmp_path):
+    """Voila renders a notebook after it ran: the figures must come up with their curves, not empty axes."""
+    import nbformat
+    from browser_utils import browser_skip_reason, chromium_page, screenshot, start_voila, wait_for_plots
+
+    reason = browser_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    run_dir = train_tiny_run(tmp_path / "runs")
+    code = f"from maze_lab.widgets.dashboard import TrainingDashboard\nTrainingDashboard({str(run_dir)!r})"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    notebook.metadata["kernelspec"] = {"name": "maze-lab", "display_name": "maze-lab", "language": "python"}
+    nbformat.write(notebook, tmp_path / "cockpit.ipynb")
+    expected = TrainingDashboard(run_dir)
+    server = start_voila(tmp_path / "cockpit.ipynb", tmp_path)
+    try:
+        server.wait_ready()
+        with chromium_page() as page:
+            page.goto(server.url, timeout=120_000)
+            shown = wait_for_plots(page, min_plots=len(expected.shown), min_points=1, timeout=120)
+            screenshot(page, "cockpit_finished_run")
+            for plot in shown:
+                assert plot["drawn"] == plot["traces"] > 0, plot  # every trace reached the drawing
+            titles = {p["title"] for p in shown}
+            assert {"episode reward (mean, min–max)", "episode length (mean steps)"} <= titles, titles
+            reward = next(p for p in shown if p["title"].startswith("episode reward"))
+            assert reward["pointsByName"]["train mean"] == 1 and reward["pointsByName"]["train min–max"] == 2
+    finally:
+        server.stop()
+
+
+# ---- a real kernel -----------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_dashboard_updates_live_in_a_kernel(tmp_path):
+def test_the_cockpit_follows_a_live_run_in_a_kernel_and_stops_it(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     from nbclient import NotebookClient
 
     cells = [
         f"""
+        import asyncio, time
         from maze_lab.run.run_context import RunContext
         from maze_lab.widgets.dashboard import TrainingDashboard
-        rc = RunContext(experiment="cartpole_ppo", silent=True,
-                        overrides={{"log_base_dir": {str(tmp_path)!r}, "n_epochs": 6, "runner.concurrency": 2,
-                                   "algorithm.epoch_length": 2, "algorithm.n_rollout_steps": 16,
-                                   "algorithm.eval_repeats": 2}})
+        LONG = {{"log_base_dir": {str(tmp_path)!r}, "n_epochs": 500, "runner.concurrency": 1,
+                "runner.eval_concurrency": 1, "algorithm.epoch_length": 1, "algorithm.n_rollout_steps": 16,
+                "algorithm.eval_repeats": 1, "algorithm.patience": 0}}  # patience 0: no early stop
+        rc = RunContext(silent=True, overrides=LONG)
+
+        async def until(condition, what, timeout=240):
+            deadline = time.monotonic() + timeout
+            while not condition():
+                assert time.monotonic() < deadline, (what, dash.ticks, dash.errors, handle.progress,
+                                                     dash.task)
+                await asyncio.sleep(0.05)
+
+        def points():
+            return len(dash.curve_data().get("train/BaseEnvEvents/reward/mean", ([],))[0])
+
         handle = rc.train_async()
         dash = TrainingDashboard(handle, refresh_seconds=0.2)
-        dash
+        dash  # displaying a live run's cockpit starts its polling
         """,
-        # awaiting lets the kernel's event loop run the dashboard's refresh task while training goes on
+        # awaiting lets the kernel's event loop run the cockpit's polling task while training goes on
         """
-        import asyncio
-        for _ in range(300):
-            await asyncio.sleep(0.1)
-            if not handle.running:
-                break
-        await asyncio.sleep(0.5)
+        await until(lambda: points() >= 2, "the first epochs drawn")
+        first = points()
+        await until(lambda: points() >= first + 2, "more epochs drawn")
+        assert dash.task is not None and not dash.task.done()
+        assert "running" in dash.status_html.value and not dash.stop_button.disabled
+        await until(lambda: "ETA" in dash.progress_html.value and "steps/s" in dash.progress_html.value,
+                    "ETA and speed shown")
+        assert 0 < dash.progress_bar.value < 1
+        dash.pause_button.click()
+        await until(lambda: "paused" in dash.status_html.value, "paused shown")
+        assert dash.pause_button.disabled and not dash.resume_button.disabled
+        dash.resume_button.click()
+        await until(lambda: "running" in dash.status_html.value, "running again")
+        dash.stop_button.click()
+        await until(lambda: not handle.running, "the run stopped")
+        await until(dash.task.done, "polling ended after the run")
+        assert handle.status == "stopped", handle.status
+        assert "stopped" in dash.status_html.value and dash.controls.layout.display == "none"
+        assert handle.latest_checkpoint is not None
+        n = len(handle.store.series("BaseEnvEvents", "reward", "mean", prefix="train"))  # epochs ending an episode
+        assert points() == n, (points(), n, dash.errors)
+        print("stopped after", handle.progress["epoch"], "epochs")
         """,
         """
-        means = [t for t in dash.rewards.data if t.name == "train mean"]
-        assert handle.status == "done", handle.status
-        assert list(means[0].x) == list(range(1, 7)), list(means[0].x)
-        assert "done" in dash.header.value
+        handle2 = RunContext(silent=True, overrides=LONG).train_async()
+        dash2 = TrainingDashboard(handle2, refresh_seconds=0.2)
+        dash2
+        """,
+        """
+        await until(lambda: dash2.task is not None and dash2.ticks >= 2, "polling started by display")
+        dash2.close()
+        await until(dash2.task.done, "polling ended after close")
+        assert handle2.running  # closing the cockpit leaves the run going
+        handle2.stop(timeout=120)
         print("ok")
         """,
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(c)) for c in cells])
-    NotebookClient(nb, kernel_name="maze-lab", timeout=180).execute()
-    assert "ok" in nb.cells[2].outputs[0]["text"]
+    NotebookClient(nb, kernel_name="maze-lab", timeout=400).execute()
+    assert "stopped after" in nb.cells[1].outputs[-1]["text"]
+    assert "ok" in nb.cells[3].outputs[-1]["text"]

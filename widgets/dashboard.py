@@ -1,218 +1,727 @@
-"""A live training dashboard for notebooks: rewards, KPIs, trainer statistics, action and observation
-distributions, read from a run's StatsStore on the kernel's own event loop (never in the training thread)."""
+"""The run cockpit: a run's status, progress and controls, and curves of every statistic it logs.
+
+``TrainingDashboard(source)`` reads a live ``RunHandle``, a ``RunContext``, a finished or failed run directory, a
+``LoadedRun`` or a bare ``StatsStore`` (through :class:`~maze_lab.widgets.sources.RunSource`). The statistics to
+plot are discovered from the data: every (topic, event, name) the run logged becomes a chart, so a custom env's
+own event topics, imitation learning's and the trainers' statistics show without being listed anywhere. Where an
+event logs ``mean``, ``min`` and ``max`` (rewards, KPIs, most custom statistics) the chart is a mean line over a
+min–max band; train, eval and any other prefix are overlaid in one chart.
+
+Redraws happen on the kernel's own event loop (an asyncio task, about once per second), only when a new epoch
+was published or the status changed; traces are updated in place. A drawing error is shown in the cockpit and
+never reaches the run. Other views join as tabs with :meth:`TrainingDashboard.add_tab`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import html
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from maze_lab.core.log_stats.writers import StatsStore
+from maze_lab.widgets.sources import RunSource
 
-_COLORS = {"train": "#1f77b4", "eval": "#d62728"}
+STATUS_COLORS = {"starting": "#6e7781", "created": "#6e7781", "running": "#1a7f37", "paused": "#9a6700",
+                 "stopping": "#9a6700", "done": "#0969da", "stopped": "#57606a", "failed": "#cf222e",
+                 "interrupted": "#bc4c00", "damaged": "#cf222e", "deleted": "#cf222e", "unknown": "#6e7781"}
+"""The badge colour of each run status."""
+
+ENDED = ("done", "stopped", "failed", "interrupted", "damaged", "deleted")
+"""Statuses after which a run changes no more."""
+
+_PREFIX_COLORS = {"train": "#1f77b4", "eval": "#d62728", "validation": "#2ca02c", "test": "#9467bd"}
+_PALETTE = ("#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+_BAND = ("mean", "min", "max")
+_KEYS = ["prefix", "topic", "event", "name"]
 
 
-def _store_of(source: Any) -> tuple[StatsStore, Any]:
-    """(store, handle-or-None) from a RunHandle, RunContext, StatsStore or run directory."""
-    if isinstance(source, StatsStore):
-        return source, None
-    if hasattr(source, "store") and hasattr(source, "progress"):  # RunHandle
-        return source.store, source
-    if hasattr(source, "_single"):  # RunContext
-        return source._single().store, None
-    if isinstance(source, str | Path):
-        from maze_lab.run.runs import load_run
+@dataclass(frozen=True)
+class Chart:
+    """One chart of the cockpit: a statistic of a (topic, event), with every prefix (train, eval, ...) overlaid.
 
-        return load_run(source).stats, None
-    raise TypeError(f"TrainingDashboard needs a RunHandle, RunContext, StatsStore or run directory, got "
-                    f"{type(source).__name__}")
+    A band chart draws the ``mean`` of a family (``mean``, ``min``, ``max`` with the same group suffix ``rest``)
+    as a line over its min–max band; a plain chart draws one statistic ``name``.
+    """
+
+    topic: str
+    event: str
+    name: str
+    band: bool = False
+
+    @property
+    def key(self) -> str:
+        """The chart's label in the picker, e.g. ``BaseEnvEvents / kpi / usage (mean, min–max)``."""
+        label = f"{self.topic} / {self.event}" + (f" / {self.name}" if self.name else "")
+        return label + (" (mean, min–max)" if self.band else "")
+
+    @property
+    def title(self) -> str:
+        """The figure's title."""
+        if self.topic == "BaseEnvEvents" and self.event == "reward":
+            if self.band and not self.name:
+                return "episode reward (mean, min–max)"
+            if self.name == "mean_step_count":
+                return "episode length (mean steps)"
+        head = self.event + (f" · {self.name}" if self.name else "")
+        return head + (" (mean, min–max)" if self.band else "")
+
+    def names(self) -> tuple[str, ...]:
+        """The statistic names the chart draws: (mean, min, max) for a band, (name,) otherwise."""
+        if not self.band:
+            return (self.name,)
+        return tuple(stat + (f"/{self.name}" if self.name else "") for stat in _BAND)
+
+    @property
+    def default(self) -> bool:
+        """Shown without being picked: rewards, episode length, KPIs, losses and accuracies."""
+        if self.topic == "BaseEnvEvents":
+            if self.event == "reward":
+                return (self.band and not self.name) or self.name == "mean_step_count"
+            if self.event == "kpi":
+                return self.band or self.name.startswith("mean/")
+        return "loss" in self.event or "accuracy" in self.event
+
+
+def discover_charts(stats: list[tuple[str, str, str]]) -> list[Chart]:
+    """The charts for a list of (topic, event, name) in the order logged, BaseEnvEvents first: one band chart per
+    family with mean, min and max, one plain chart for every other name."""
+    by_event: dict[tuple[str, str], list[str]] = {}
+    for topic, event, name in stats:
+        by_event.setdefault((topic, event), []).append(name)
+    charts: list[Chart] = []
+    for (topic, event), names in by_event.items():
+        families: dict[str, set[str]] = {}
+        for name in names:
+            head, _, rest = name.partition("/")
+            if head in _BAND:
+                families.setdefault(rest, set()).add(head)
+        banded = {rest for rest, heads in families.items() if heads == set(_BAND)}
+        emitted: set[str] = set()
+        for name in names:
+            head, _, rest = name.partition("/")
+            if head in _BAND and rest in banded:
+                if rest not in emitted:
+                    emitted.add(rest)
+                    charts.append(Chart(topic, event, rest, band=True))
+                continue
+            charts.append(Chart(topic, event, name))
+    charts.sort(key=lambda c: c.topic != "BaseEnvEvents")  # stable: the rest keep the order they were logged in
+    return charts
+
+
+def series_of(df: Any) -> dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]]:
+    """Every statistic of a long-format statistics DataFrame as ``(prefix, topic, event, name) -> (epochs, values)``,
+    epochs ascending; where an epoch was logged twice (a resumed run) the last value counts."""
+    if df.empty:
+        return {}
+    if df.duplicated(subset=["epoch", *_KEYS], keep="last").any():
+        df = df.drop_duplicates(subset=["epoch", *_KEYS], keep="last")
+    df = df.sort_values("epoch", kind="stable")
+    epochs, values = df["epoch"].to_numpy(), df["value"].to_numpy(dtype=np.float64)
+    return {key: (epochs[idx], values[idx]) for key, idx in df.groupby(_KEYS, sort=False).indices.items()}
+
+
+def _fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _fmt_number(value: Any, digits: int = 2) -> str:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    return f"{value:.{digits}f}" if np.isfinite(value) else "–"
+
+
+class _CockpitBox(w.VBox):
+    """The cockpit's top widget: closing it (from code or a front-end) also ends the cockpit's polling."""
+
+    def __init__(self, on_close: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._on_close = on_close
+
+    def close(self) -> None:
+        """Close the cockpit (polling, tabs, figures) and this widget."""
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
+        super().close()
 
 
 class TrainingDashboard:
-    """Plots of a (running or finished) training run that redraw when new epochs arrive.
+    """The run cockpit: status, progress, controls and curves of a live, finished or failed run.
 
-    :param source: a RunHandle (live), a RunContext, a StatsStore or a run directory.
-    :param refresh_seconds: how often the kernel's event loop checks for new statistics.
+    :param source: a RunHandle (live and controllable), a RunContext, a LoadedRun, a StatsStore or the path of a
+        run directory (followed while it grows).
+    :param refresh_seconds: how often the kernel's event loop looks for new statistics while the run is live.
     """
 
     def __init__(self, source: Any, refresh_seconds: float = 1.0):
-        self.store, self.handle = _store_of(source)
-        self.refresh_seconds = refresh_seconds
-        self._seen_version = -1
+        self.source = RunSource(source)
+        self.refresh_seconds = float(refresh_seconds)
         self._task: asyncio.Task | None = None
-        self.header = w.HTML()
-        self.rewards = go.FigureWidget(make_subplots(rows=1, cols=2,
-                                                     subplot_titles=("episode reward", "episode length")))
-        self.kpis = go.FigureWidget(layout={"title": "KPIs (epoch mean)", "height": 320})
-        self.trainer = go.FigureWidget(make_subplots(rows=1, cols=3, subplot_titles=("losses", "entropy",
-                                                                                        "gradient norms")))
-        self.actions = go.FigureWidget(layout={"title": "action distribution", "height": 320, "barmode": "overlay"})
-        self.observations = go.FigureWidget(layout={"title": "observation distribution", "height": 320,
-                                                    "barmode": "overlay"})
-        for fig in (self.rewards, self.trainer):
-            fig.update_layout(height=320, margin={"t": 40, "b": 30, "l": 40, "r": 10})
-        self.epoch_slider = w.IntSlider(description="epoch", min=0, max=0, continuous_update=False)
-        self.epoch_slider.observe(lambda _: self._draw_distributions(), names="value")
-        self.tabs = w.Tab(children=[self.rewards, self.kpis, self.trainer,
-                                    w.VBox([self.epoch_slider, self.actions, self.observations])])
-        for i, title in enumerate(("Rewards", "KPIs", "Trainer", "Distributions")):
-            self.tabs.set_title(i, title)
-        self.widget = w.VBox([self.header, self.tabs])
+        self._closed = False
+        self._seen: tuple[int, str] | None = None
+        self._series: dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._prefixes: list[str] = []
+        self.charts: dict[str, Chart] = {}
+        self._selected: set[str] = set()
+        self._figures: dict[str, go.FigureWidget] = {}
+        self._traces: dict[tuple[str, str, str], Any] = {}
+        self._sections: dict[str, tuple[w.HTML, w.GridBox]] = {}
+        self._views: list[tuple[str, Any]] = []
+        self._rates: deque[tuple[float, int, int]] = deque(maxlen=120)
+        self._progress_cache: dict[str, Any] = {}
+        self._progress_stamp: tuple | None = None
+        self.errors: list[str] = []
+        """Drawing errors caught so far (newest last); the newest is shown in the cockpit."""
+        self.ticks = 0
+        """Polls done (tests wait on it)."""
+
+        # ---- header
+        self.status_html = w.HTML()
+        self.progress_bar = w.FloatProgress(min=0.0, max=1.0, value=0.0, layout=w.Layout(width="260px"))
+        self.progress_html = w.HTML()
+        self.pause_button = w.Button(description="pause", icon="pause", layout=w.Layout(width="90px"),
+                                     tooltip="pause the run between updates")
+        self.resume_button = w.Button(description="resume", icon="play", layout=w.Layout(width="95px"),
+                                      tooltip="continue the paused run")
+        self.stop_button = w.Button(description="stop", icon="stop", button_style="danger",
+                                    layout=w.Layout(width="80px"), tooltip="stop after the current update and "
+                                                                           "write a checkpoint")
+        self.pause_button.on_click(lambda _: self._control("pause"))
+        self.resume_button.on_click(lambda _: self._control("resume"))
+        self.stop_button.on_click(lambda _: self._control("stop"))
+        self.controls = w.HBox([self.pause_button, self.resume_button, self.stop_button])
+        self.warnings_html = w.HTML(layout=w.Layout(display="none"))
+        self.error_html = w.HTML(layout=w.Layout(display="none"))
+        self.draw_error_html = w.HTML(layout=w.Layout(display="none"))
+        header_row = w.HBox([self.status_html, self.progress_bar, self.progress_html, self.controls],
+                            layout=w.Layout(align_items="center", flex_flow="row wrap", grid_gap="10px"))
+        self.header = w.VBox([header_row, self.warnings_html, self.error_html, self.draw_error_html])
+
+        # ---- statistics picker and curves
+        self.filter_text = w.Text(placeholder="filter, e.g. loss kpi reward", layout=w.Layout(width="260px"))
+        self.picker = w.SelectMultiple(options=[], rows=12, layout=w.Layout(width="520px"))
+        self.picker_count = w.HTML()
+        defaults = w.Button(description="defaults", layout=w.Layout(width="85px"),
+                            tooltip="rewards, episode length, KPIs, losses")
+        show_all = w.Button(description="all", layout=w.Layout(width="60px"), tooltip="every statistic that "
+                                                                                        "matches the filter")
+        show_none = w.Button(description="none", layout=w.Layout(width="60px"), tooltip="hide every statistic "
+                                                                                          "that matches the filter")
+        defaults.on_click(lambda _: self._guarded(self._pick_defaults))
+        show_all.on_click(lambda _: self._guarded(lambda: self._pick_matching(True)))
+        show_none.on_click(lambda _: self._guarded(lambda: self._pick_matching(False)))
+        self._syncing_picker = False
+        self.filter_text.observe(lambda _: self._guarded(self._sync_picker), names="value")
+        self.picker.observe(self._on_pick, names="value")
+        buttons = w.HBox([defaults, show_all, show_none])
+        picker_left = w.VBox([self.filter_text, buttons, self.picker_count])
+        picker_box = w.HBox([picker_left, self.picker], layout=w.Layout(grid_gap="12px"))
+        self.picker_panel = w.Accordion(children=[picker_box], selected_index=None)
+        self.picker_panel.set_title(0, "statistics")
+        self.curves = w.VBox()
+        self.empty_html = w.HTML("<i>no statistics yet: the curves appear once the run finished its first epoch</i>")
+        self.tabs = w.Tab(children=[w.VBox([self.picker_panel, self.empty_html, self.curves])])
+        self.tabs.set_title(0, "Curves")
+        self._own_widgets = [self.status_html, self.progress_bar, self.progress_html, self.pause_button,
+                             self.resume_button, self.stop_button, self.controls, self.warnings_html,
+                             self.error_html, self.draw_error_html, header_row, self.header, self.filter_text,
+                             self.picker, self.picker_count, defaults, show_all, show_none, buttons, picker_left,
+                             picker_box, self.picker_panel, self.curves, self.empty_html, self.tabs.children[0],
+                             self.tabs]
+        self.widget = _CockpitBox(self.close, children=[self.header, self.tabs])
         self.refresh(force=True)
 
-    # ---- display and live updates --------------------------------------------------------------------------
+    # ---- display and polling -----------------------------------------------------------------------------------
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
-        if self.handle is not None and self._task is None:
+        if self.source.live:
             self.start()
 
-    def start(self) -> None:
-        """Redraw on the kernel's event loop every ``refresh_seconds`` while the run is going."""
-        loop = asyncio.get_event_loop()
-        self._task = loop.create_task(self._poll())
+    @property
+    def task(self) -> asyncio.Task | None:
+        """The polling task (None before :meth:`start`)."""
+        return self._task
 
-    def stop(self) -> None:
-        """Stop the live updates."""
+    def start(self) -> asyncio.Task | None:
+        """Poll on the kernel's event loop every ``refresh_seconds`` until the run has ended (and was drawn once
+        more) or the cockpit is closed; returns the task (the running one where polling already goes on)."""
+        if self._closed:
+            return None
+        if self._task is not None and not self._task.done():
+            return self._task
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop running in this thread (a script): the task runs once the loop does
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        self._task = loop.create_task(self._poll())
+        return self._task
+
+    def stop_updates(self) -> None:
+        """Stop polling (the run goes on; :meth:`start` polls again)."""
         if self._task is not None:
             self._task.cancel()
-            self._task = None
 
     async def _poll(self) -> None:
-        while True:
+        while not self._closed:
             try:
-                self.refresh()
-            except Exception as err:  # noqa: BLE001 - a broken plot must never disturb the run
-                self.header.value = f"<b>dashboard error:</b> {err}"
-            if self.handle is not None and not self.handle.running:
-                self.refresh(force=True)
-                return
+                live = bool(self.source.live)
+            except Exception as err:  # noqa: BLE001 - keep polling: the next look may succeed
+                self._show_error("reading the run", err)
+                live = True
+            self.tick(force=not live)
+            if not live:
+                return  # the run has ended and was drawn after it ended
             await asyncio.sleep(self.refresh_seconds)
 
-    # ---- drawing -------------------------------------------------------------------------------------------
+    def tick(self, force: bool = False) -> bool:
+        """One poll: take in new statistics, redraw what changed and update the tabs; never raises (an error is
+        shown in the cockpit). Returns whether the curves were redrawn."""
+        self.ticks += 1
+        try:
+            redrawn = self.refresh(force=force)
+        except Exception as err:  # noqa: BLE001 - a broken drawing must never disturb the run
+            self._show_error("cockpit", err)
+            redrawn = False
+        return redrawn
+
+    def close(self) -> None:
+        """Stop polling, close the tabs' views and every widget of the cockpit."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop_updates()
+        for title, view in self._views:
+            closer = getattr(view, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception as err:  # noqa: BLE001 - one broken view must not keep the others open
+                    self.errors.append(f"closing {title}: {err!r}")
+        for fig in self._figures.values():
+            fig.close()
+        for title, grid in self._sections.values():
+            title.close()
+            grid.close()
+        for widget in self._own_widgets:
+            widget.close()
+        if self.widget._on_close is not None:  # closed from code, not through the top widget
+            self.widget.close()
+
+    # ---- tabs ----------------------------------------------------------------------------------------------------
+    def add_tab(self, title: str, view: Any) -> Any:
+        """Show another view of the run as a tab; ``view`` has ``.widget`` (an ipywidget), ``.update()`` (redraw
+        where its source has new data; cheap otherwise), called after each refresh of the cockpit, and optionally
+        ``.close()``, called when the cockpit closes. Returns the view."""
+        if not isinstance(getattr(view, "widget", None), w.Widget) or not callable(getattr(view, "update", None)):
+            raise TypeError(f"a cockpit tab needs an object with .widget (an ipywidget) and .update(), got "
+                            f"{type(view).__name__}")
+        self._views.append((title, view))
+        self.tabs.children = (*self.tabs.children, view.widget)
+        self.tabs.set_title(len(self.tabs.children) - 1, title)
+        self._guarded(view.update, title)
+        return view
+
+    @property
+    def views(self) -> dict[str, Any]:
+        """The views added with :meth:`add_tab`, by title."""
+        return dict(self._views)
+
+    # ---- refresh ---------------------------------------------------------------------------------------------
     def refresh(self, force: bool = False) -> bool:
-        """Redraw where the store has new statistics; returns whether anything was redrawn."""
-        self._draw_header()
-        if not force and self.store.version == self._seen_version:
+        """Take in new statistics and redraw where a new epoch came or the status changed (always with ``force``);
+        then update the tabs. Returns whether the curves were redrawn. Raises nothing a stage of drawing raises:
+        each stage's error is shown in the cockpit."""
+        if self._closed:
             return False
-        self._seen_version = self.store.version
-        df = self.store.to_dataframe()
-        self._draw_rewards(df)
-        self._draw_kpis(df)
-        self._draw_trainer(df)
-        epochs = sorted({s[0] for s in self.store.samples()})
-        if epochs:
-            at_end = self.epoch_slider.value in (self.epoch_slider.max, 0)
-            self.epoch_slider.max = max(epochs[-1], self.epoch_slider.min)  # max first: min may not pass max
-            self.epoch_slider.min = epochs[0]
-            self.epoch_slider.max = epochs[-1]
-            if at_end:
-                self.epoch_slider.value = epochs[-1]
-        self._draw_distributions()
+        self._guarded(self.source.refresh, "reading the run")
+        status = self.source.status
+        state = (self.source.version, status)
+        redrawn = False
+        if force or state != self._seen:
+            redrawn = self._guarded(self._draw_statistics, "curves")
+            if redrawn:
+                self._seen = state
+        self._guarded(lambda: self._draw_header(status), "header")
+        for title, view in self._views:
+            self._guarded(view.update, title)
+        return bool(redrawn)
+
+    def _guarded(self, fn: Any, what: str = "cockpit") -> Any:
+        try:
+            result = fn()
+        except Exception as err:  # noqa: BLE001 - shown in the cockpit, never raised into the caller's loop
+            self._show_error(what, err)
+            return False
+        return True if result is None else result
+
+    def _show_error(self, what: str, err: BaseException) -> None:
+        message = f"{what}: {type(err).__name__}: {err}"
+        self.errors.append(message)
+        del self.errors[:-20]
+        try:
+            self.draw_error_html.value = (
+                f"<span style='color:#cf222e;font-size:12px'>drawing failed at "
+                f"{datetime.now():%H:%M:%S} ({len(self.errors)} so far; the run is not affected): "
+                f"{html.escape(message)}</span>")
+            self.draw_error_html.layout.display = None
+        except Exception:  # noqa: BLE001, S110 - the widget itself may be gone (closed front-end)
+            pass
+
+    # ---- header ----------------------------------------------------------------------------------------------
+    def _progress(self) -> dict[str, Any]:
+        """The source's progress, read without parsing the run's config on every poll."""
+        if self.source.handle is not None:
+            return self.source.progress()
+        if self.source.run_dir is None:  # statistics only: the epoch is the last one drawn
+            epochs = [s[0][-1] for s in self._series.values() if len(s[0])]
+            return {"epoch": int(max(epochs)) if epochs else 0}
+        # a directory's progress parses its config.yaml (a tenth of a second): only again when the summary changed
+        summary = self.source.summary()
+        stamp = (summary.get("updated"), summary.get("status"), summary.get("epoch"), len(self.source.store))
+        if stamp != self._progress_stamp:
+            self._progress_cache, self._progress_stamp = self.source.progress(), stamp
+        return self._progress_cache
+
+    def _draw_header(self, status: str) -> None:
+        progress = self._progress()
+        bare = self.source.handle is None and self.source.run_dir is None
+        color = STATUS_COLORS.get(status, "#6e7781")
+        badge = (f"<span style='background:{color};color:#fff;padding:2px 10px;border-radius:10px;"
+                 f"font-weight:600'>{'statistics' if bare else html.escape(status)}</span> "
+                 f"<code>{html.escape(self.source.name)}</code>")
+        _set(self.status_html, "value", badge)
+        epoch, n_epochs = progress.get("epoch") or 0, progress.get("n_epochs")
+        env_steps = int(progress.get("env_steps") or 0)
+        now = time.monotonic()
+        if status == "running":
+            if not self._rates or self._rates[-1][1:] != (epoch, env_steps):
+                self._rates.append((now, int(epoch), env_steps))
+        else:
+            self._rates.clear()  # a pause or a restart must not count as slow training
+        steps_per_s, eta = self._speed(status, epoch, n_epochs, env_steps, now)
+        if n_epochs:
+            _set(self.progress_bar, "value", min(1.0, float(epoch) / float(n_epochs)))
+            _set(self.progress_bar.layout, "display", None)
+        else:
+            _set(self.progress_bar.layout, "display", "none")
+        _set(self.progress_bar, "bar_style", {"done": "success", "failed": "danger", "stopped": "warning",
+                                              "paused": "warning"}.get(status, "info"))
+        parts = [f"epoch {epoch}" + (f" / {n_epochs}" if n_epochs else "")]
+        if eta is not None:
+            parts.append(f"ETA {_fmt_duration(eta)}")
+        if not bare:
+            parts.append(f"{env_steps:,} env steps")
+            if steps_per_s is not None:
+                parts.append(f"{steps_per_s:,.0f} steps/s" + ("" if status == "running" else " (mean)"))
+            parts.append(f"last eval reward {_fmt_number(progress.get('last_eval_reward'))}")
+        _set(self.progress_html, "value", " · ".join(parts))
+        self._draw_controls(status)
+        warnings = list(progress.get("warnings") or [])
+        if self.source.load_error:
+            warnings.append(f"the statistics could not be read: {self.source.load_error}")
+        if warnings:
+            items = "".join(f"<li>{html.escape(str(m))}</li>" for m in warnings)
+            _set(self.warnings_html, "value", f"<div style='background:#fff8c5;border:1px solid #d4a72c;"
+                                              f"padding:4px 8px'><b>warnings</b><ul style='margin:2px 0'>"
+                                              f"{items}</ul></div>")
+        _set(self.warnings_html.layout, "display", None if warnings else "none")
+        error = self.source.error
+        if error:
+            lines = [line for line in str(error).strip().splitlines() if line.strip()]
+            message = lines[-1] if lines else str(error)
+            _set(self.error_html, "value",
+                 f"<div style='border:1px solid #cf222e;background:#ffebe9;padding:4px 8px'>"
+                 f"<b style='color:#cf222e'>the run {html.escape(status)}:</b> {html.escape(message)}"
+                 f"<details><summary>traceback</summary><pre style='font-size:11px;white-space:pre-wrap'>"
+                 f"{html.escape(str(error))}</pre></details></div>")
+        _set(self.error_html.layout, "display", None if error else "none")
+
+    def _speed(self, status: str, epoch: int, n_epochs: int | None, env_steps: int,
+               now: float) -> tuple[float | None, float | None]:
+        """(env steps per second, seconds left): over the last polls while live, over the whole run otherwise."""
+        if status == "running" and len(self._rates) >= 2:
+            while len(self._rates) > 2 and now - self._rates[0][0] > 60.0:
+                self._rates.popleft()
+            t0, epoch0, steps0 = self._rates[0]
+            elapsed = now - t0
+            if elapsed <= 0:
+                return None, None
+            steps_per_s = (env_steps - steps0) / elapsed
+            epochs_per_s = (epoch - epoch0) / elapsed
+            eta = (n_epochs - epoch) / epochs_per_s if n_epochs and epochs_per_s > 0 else None
+            return steps_per_s, eta
+        if status in ENDED:
+            summary = self.source.summary()
+            try:
+                started = datetime.fromisoformat(summary["started"])
+                finished = datetime.fromisoformat(summary["finished"])
+            except (KeyError, TypeError, ValueError):
+                return None, None
+            seconds = (finished - started).total_seconds()
+            return (env_steps / seconds if seconds > 0 and env_steps else None), None
+        return None, None
+
+    def _draw_controls(self, status: str) -> None:
+        if not self.source.controllable or status in ENDED:
+            _set(self.controls.layout, "display", "none")
+            return
+        _set(self.controls.layout, "display", None)
+        _set(self.pause_button, "disabled", status != "running")
+        _set(self.resume_button, "disabled", status != "paused")
+        _set(self.stop_button, "disabled", status in ("stopping", *ENDED))
+
+    def _control(self, action: str) -> None:
+        """A button's action on the run; never blocks the kernel (stop returns at once, the run ends later)."""
+        handle = self.source.handle
+        if handle is None:
+            return
+        try:
+            if action == "stop":
+                handle.stop(timeout=0)
+            elif action == "pause":
+                handle.pause()
+            elif action == "resume":
+                handle.resume()
+        except Exception as err:  # noqa: BLE001 - shown, the kernel goes on
+            self._show_error(action, err)
+        self._guarded(lambda: self._draw_header(self.source.status), "header")
+
+    # ---- statistics and curves ---------------------------------------------------------------------------------
+    def _draw_statistics(self) -> bool:
+        df = self.source.store.to_dataframe()
+        self._series = series_of(df)
+        if not df.empty:
+            self._prefixes = [str(p) for p in df["prefix"].unique()]
+            stats = df[["topic", "event", "name"]].drop_duplicates()
+            charts = discover_charts(list(stats.itertuples(index=False, name=None)))
+        else:
+            charts = []
+        new = [c for c in charts if c.key not in self.charts]
+        if new:
+            self.charts = {c.key: c for c in charts}  # in display order
+            self._selected |= {c.key for c in new if c.default}
+            self._sync_picker()
+        _set(self.empty_html.layout, "display", "none" if self.charts else None)
+        self._draw_curves()
         return True
 
-    def _draw_header(self) -> None:
-        if self.handle is None:
-            self.header.value = "<b>run statistics</b>"
+    def _draw_curves(self) -> None:
+        """Create the figures of newly shown charts, lay out the topics' sections and update every shown trace."""
+        shown = [c for key, c in self.charts.items() if key in self._selected]
+        for chart in shown:
+            self._update_figure(chart)
+        sections = []
+        for topic in dict.fromkeys(c.topic for c in shown):
+            if topic not in self._sections:
+                self._sections[topic] = (
+                    w.HTML(f"<h4 style='margin:8px 0 0 0'>{html.escape(topic)}</h4>"),
+                    w.GridBox(layout=w.Layout(grid_template_columns="repeat(auto-fill, minmax(440px, 1fr))",
+                                              grid_gap="4px 8px")))
+            title, grid = self._sections[topic]
+            figs = tuple(self._figures[c.key] for c in shown if c.topic == topic)
+            if grid.children != figs:
+                grid.children = figs
+            sections.extend((title, grid))
+        if tuple(self.curves.children) != tuple(sections):
+            self.curves.children = tuple(sections)
+
+    def _new_figure(self, chart: Chart, traces: list[dict[str, Any]], dtick: int | None) -> go.FigureWidget:
+        # the bare template with a few styles of our own: a named template is deep-copied into every figure,
+        # which made opening a run ten times slower
+        axis = {"showgrid": True, "gridcolor": "#e6e9ef", "zeroline": False, "linecolor": "#9aa0a6",
+                "showline": True, "ticks": "outside", "tickcolor": "#9aa0a6", "automargin": True}
+        # the traces go in with their data: the state a front-end gets when it connects after the figure was made
+        # (voila, a reload) then holds the curves, not empty axes
+        fig = go.FigureWidget(data=[go.Scatter(**t) for t in traces], layout={
+            "template": "none", "title": {"text": chart.title, "font": {"size": 13}, "x": 0.02, "y": 0.97},
+            "height": 260, "margin": {"t": 34, "b": 40, "l": 56, "r": 12}, "paper_bgcolor": "#fff",
+            "plot_bgcolor": "#fff", "font": {"size": 11}, "hovermode": "x unified",
+            "legend": {"orientation": "h", "y": -0.25, "x": 0},
+            "xaxis": {**axis, "title": {"text": "epoch", "standoff": 2}, "dtick": dtick}, "yaxis": axis})
+        fig._maze_chart = chart  # noqa: SLF001 - curve_data reads the chart back from the figure
+        return fig
+
+    def _color(self, prefix: str) -> str:
+        if prefix in _PREFIX_COLORS:
+            return _PREFIX_COLORS[prefix]
+        others = [p for p in self._prefixes if p not in _PREFIX_COLORS]
+        return _PALETTE[(others.index(prefix) if prefix in others else 0) % len(_PALETTE)]
+
+    def _update_figure(self, chart: Chart) -> None:
+        """Make the chart's figure with its data, or assign the latest values to its traces (in place), adding a
+        trace only for a new prefix."""
+        updates: list[tuple[str, str, dict[str, Any]]] = []
+        for prefix in self._prefixes:
+            if chart.band:
+                mean_name, min_name, max_name = chart.names()
+                mean = self._series.get((prefix, chart.topic, chart.event, mean_name))
+                lo = self._series.get((prefix, chart.topic, chart.event, min_name))
+                hi = self._series.get((prefix, chart.topic, chart.event, max_name))
+                if lo is not None and hi is not None:
+                    epochs, lo_v, hi_v = _aligned(lo, hi)
+                    ok = np.isfinite(lo_v) & np.isfinite(hi_v)
+                    epochs, lo_v, hi_v = epochs[ok], lo_v[ok], hi_v[ok]
+                    updates.append((prefix, "band", {"x": np.concatenate([epochs, epochs[::-1]]),
+                                                     "y": np.concatenate([hi_v, lo_v[::-1]])}))
+                if mean is not None:
+                    updates.append((prefix, "mean", {"x": mean[0], "y": mean[1]}))
+            else:
+                series = self._series.get((prefix, chart.topic, chart.event, chart.name))
+                if series is not None:
+                    updates.append((prefix, "line", {"x": series[0], "y": series[1]}))
+        last_epoch = max((float(np.max(d["x"])) for _, _, d in updates if len(d["x"])), default=0.0)
+        dtick = 1 if last_epoch <= 10 else None  # whole epochs: no ticks at 0.5 on a short run
+        fig = self._figures.get(chart.key)
+        if fig is None:
+            fig = self._figures[chart.key] = self._new_figure(
+                chart, [{**self._trace_style(prefix, role), **data} for prefix, role, data in updates], dtick)
+            for (prefix, role, _), trace in zip(updates, fig.data, strict=True):
+                self._traces[(chart.key, prefix, role)] = trace
             return
-        p = self.handle.progress
-        reward = p.get("last_eval_reward")
-        reward = "–" if reward is None else f"{reward:.2f}"
-        self.header.value = (f"<b>{p['status']}</b> · epoch {p.get('epoch')}/{p.get('n_epochs') or '∞'} · "
-                             f"{p.get('env_steps', 0):,} env steps · last eval reward {reward} · "
-                             f"<code>{self.handle.run_dir}</code>")
+        with fig.batch_update():
+            if fig.layout.xaxis.dtick != dtick:
+                fig.layout.xaxis.dtick = dtick
+            for prefix, role, data in updates:
+                trace = self._traces.get((chart.key, prefix, role))
+                if trace is None:
+                    fig.add_scatter(**self._trace_style(prefix, role), **data)
+                    self._traces[(chart.key, prefix, role)] = fig.data[-1]
+                else:
+                    trace.x, trace.y = data["x"], data["y"]
 
-    @staticmethod
-    def _series(df: Any, prefix: str, topic: str, event: str, name: str) -> tuple[list, list]:
-        sel = df[(df.prefix == prefix) & (df.topic == topic) & (df.event == event) & (df.name == name)]
-        return sel.epoch.tolist(), sel.value.tolist()
+    def _trace_style(self, prefix: str, role: str) -> dict[str, Any]:
+        color, meta = self._color(prefix), {"prefix": prefix, "role": role}
+        if role == "band":
+            return {"fill": "toself", "fillcolor": color, "opacity": 0.18, "line": {"width": 0}, "mode": "lines",
+                    "name": f"{prefix} min–max", "legendgroup": prefix, "hoverinfo": "skip", "meta": meta}
+        return {"mode": "lines+markers", "marker": {"size": 4}, "line": {"color": color}, "legendgroup": prefix,
+                "name": f"{prefix} mean" if role == "mean" else prefix, "meta": meta}
 
-    def _draw_rewards(self, df: Any) -> None:
-        traces = []
-        for prefix in ("train", "eval"):
-            x, mean = self._series(df, prefix, "BaseEnvEvents", "reward", "mean")
-            if not x:
-                continue
-            _, lo = self._series(df, prefix, "BaseEnvEvents", "reward", "min")
-            _, hi = self._series(df, prefix, "BaseEnvEvents", "reward", "max")
-            _, length = self._series(df, prefix, "BaseEnvEvents", "reward", "mean_step_count")
-            color = _COLORS[prefix]
-            traces.append((go.Scatter(x=x + x[::-1], y=hi + lo[::-1], fill="toself", line={"width": 0},
-                                      fillcolor=color, opacity=0.15, name=f"{prefix} min–max", showlegend=False,
-                                      hoverinfo="skip"), 1))
-            traces.append((go.Scatter(x=x, y=mean, mode="lines+markers", name=f"{prefix} mean",
-                                      line={"color": color}), 1))
-            traces.append((go.Scatter(x=x, y=length, mode="lines", name=f"{prefix} length",
-                                      line={"color": color, "dash": "dot"}), 2))
-        with self.rewards.batch_update():
-            self.rewards.data = []
-            for trace, col in traces:
-                self.rewards.add_trace(trace, row=1, col=col)
-            self.rewards.update_xaxes(title_text="epoch")
+    # ---- picker ----------------------------------------------------------------------------------------------
+    def _matching(self) -> list[str]:
+        terms = self.filter_text.value.lower().split()
+        return [key for key in self.charts if all(t in key.lower() for t in terms)]
 
-    def _draw_kpis(self, df: Any) -> None:
-        kpis = df[(df.topic == "BaseEnvEvents") & (df.event == "kpi") & df.name.str.startswith("mean/")]
-        with self.kpis.batch_update():
-            self.kpis.data = []
-            self.kpis.layout.annotations = [] if not kpis.empty else [
-                {"text": "this env defines no KPIs (CoreEnv.get_kpi_calculator)", "showarrow": False,
-                 "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]
-            for (prefix, name), part in kpis.groupby(["prefix", "name"]):
-                self.kpis.add_scatter(x=part.epoch, y=part.value, mode="lines+markers",
-                                      name=f"{prefix} {name.split('/', 1)[1]}")
+    def _sync_picker(self) -> None:
+        """Show the charts matching the filter in the picker, with the shown ones selected."""
+        options = self._matching()
+        self._syncing_picker = True
+        try:
+            if list(self.picker.options) != options:
+                self.picker.value = ()
+                self.picker.options = options
+            self.picker.value = tuple(k for k in options if k in self._selected)
+        finally:
+            self._syncing_picker = False
+        self.picker_count.value = (f"{len(self._selected)} of {len(self.charts)} statistics shown"
+                                   + (f"; {len(options)} match the filter" if self.filter_text.value.strip() else ""))
+        self.picker_panel.set_title(0, f"statistics: {len(self._selected)} of {len(self.charts)} shown "
+                                       f"(click to choose)")
 
-    def _draw_trainer(self, df: Any) -> None:
-        tr = df[df.topic == "ActorCriticEvents"]
-        panels = {"policy_loss": 1, "critic_value_loss": 1, "policy_entropy": 2, "policy_grad_norm": 3,
-                  "critic_grad_norm": 3}
-        with self.trainer.batch_update():
-            self.trainer.data = []
-            for (event, name), part in tr[tr.event.isin(list(panels))].groupby(["event", "name"]):
-                label = event + (f" [{name}]" if name else "")
-                self.trainer.add_trace(go.Scatter(x=part.epoch, y=part.value, mode="lines", name=label),
-                                       row=1, col=panels[event])
+    def _on_pick(self, change: dict) -> None:
+        if self._syncing_picker:
+            return
+        visible = set(self.picker.options)
+        self._guarded(lambda: self.show((self._selected - visible) | set(change["new"])), "picker")
 
-    def _draw_distributions(self) -> None:
-        epoch = self.epoch_slider.value
-        samples = self.store.samples(epoch=epoch)
-        with self.actions.batch_update():
-            self.actions.data = []
-            for _, prefix, topic, _, name, values in samples:
-                if topic in ("DiscreteActionEvents", "ContinuousActionEvents") and prefix == "train":
-                    self._add_hist(self.actions, values, name, discrete=topic == "DiscreteActionEvents")
-        with self.observations.batch_update():
-            self.observations.data = []
-            for _, prefix, topic, event, name, values in samples:
-                if topic == "ObservationEvents" and prefix == "train" and event == "observation_original":
-                    self._add_hist(self.observations, values, name, discrete=False)
+    def _pick_defaults(self) -> None:
+        self.show([key for key, chart in self.charts.items() if chart.default])
 
-    @staticmethod
-    def _add_hist(fig: go.FigureWidget, values: np.ndarray, name: str, discrete: bool) -> None:
-        if discrete:
-            uniq, counts = np.unique(values, return_counts=True)
-            fig.add_bar(x=uniq, y=counts / counts.sum(), name=name, opacity=0.7)
-        else:
-            fig.add_histogram(x=values, name=name, histnorm="probability", opacity=0.6, nbinsx=40)
+    def _pick_matching(self, on: bool) -> None:
+        matching = set(self._matching())
+        self.show(self._selected | matching if on else self._selected - matching)
 
-    # ---- export --------------------------------------------------------------------------------------------
+    def show(self, keys: Any) -> None:
+        """Show exactly the charts ``keys`` (see :attr:`charts`); an unknown key raises KeyError listing them."""
+        keys = set(keys)
+        unknown = keys - set(self.charts)
+        if unknown:
+            raise KeyError(f"no chart {sorted(unknown)}; the run has: {list(self.charts)}")
+        self._selected = keys
+        self._sync_picker()
+        self._draw_curves()
+
+    @property
+    def shown(self) -> list[str]:
+        """The keys of the charts shown, in display order."""
+        return [key for key in self.charts if key in self._selected]
+
+    # ---- reading back ----------------------------------------------------------------------------------------
     def figures(self) -> dict[str, go.FigureWidget]:
-        """The dashboard's figures by tab name."""
-        return {"rewards": self.rewards, "kpis": self.kpis, "trainer": self.trainer, "actions": self.actions,
-                "observations": self.observations}
+        """The figures of the shown charts by chart key."""
+        return {key: self._figures[key] for key in self.shown if key in self._figures}
+
+    def figure(self, key: str) -> go.FigureWidget:
+        """The figure of chart ``key``, shown if it was not."""
+        if key not in self._selected:
+            self.show(self._selected | {key})
+        return self._figures[key]
+
+    @property
+    def rewards(self) -> go.FigureWidget:
+        """The episode reward chart (traces ``train mean``, ``train min–max``, ``eval mean``, ...)."""
+        return self.figure(Chart("BaseEnvEvents", "reward", "", band=True).key)
+
+    def curve_data(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """What the shown figures draw, read back from their traces: ``prefix/topic/event/name -> (epochs,
+        values)``, the statistic's name as in the StatsStore (a band gives its ``min`` and ``max`` statistics)."""
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for key in self.shown:
+            fig = self._figures.get(key)
+            if fig is None:
+                continue
+            chart = fig._maze_chart  # noqa: SLF001
+            names = chart.names()
+            for trace in fig.data:
+                prefix, role = trace.meta["prefix"], trace.meta["role"]
+                base = f"{prefix}/{chart.topic}/{chart.event}/"
+                x, y = np.asarray(trace.x), np.asarray(trace.y, dtype=np.float64)
+                if role == "band":
+                    n = len(x) // 2
+                    out[base + names[2]] = (x[:n], y[:n])
+                    out[base + names[1]] = (x[:n], y[n:][::-1])
+                else:
+                    out[base + names[0]] = (x, y)
+        return out
 
     def to_html(self, path: str | Path) -> Path:
-        """A static HTML page with every figure (for sharing a run; needs no kernel)."""
+        """A static HTML page of the header and every shown figure (for sharing a run; needs no kernel)."""
         import plotly.io as pio
 
-        parts = [f"<h3>{name}</h3>" + pio.to_html(go.Figure(fig), include_plotlyjs=(i == 0), full_html=False)
-                 for i, (name, fig) in enumerate(self.figures().items())]
+        parts = [pio.to_html(go.Figure(fig), include_plotlyjs=(i == 0), full_html=False)
+                 for i, fig in enumerate(self.figures().values())]
+        header = self.status_html.value + " " + self.progress_html.value + self.error_html.value
         path = Path(path)
-        path.write_text(f"<html><head><meta charset='utf-8'></head><body>{self.header.value}{''.join(parts)}"
-                        f"</body></html>")
+        path.write_text(f"<html><head><meta charset='utf-8'><title>{html.escape(self.source.name)}</title></head>"
+                        f"<body><div>{header}</div>{''.join(parts)}</body></html>", encoding="utf-8")
         return path
+
+
+def _aligned(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """(epochs, a-values, b-values) on the epochs both series have (both ascending, unique)."""
+    if len(a[0]) == len(b[0]) and np.array_equal(a[0], b[0]):
+        return a[0], a[1], b[1]
+    epochs, ia, ib = np.intersect1d(a[0], b[0], assume_unique=True, return_indices=True)
+    return epochs, a[1][ia], b[1][ib]
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    """Assign a widget trait only where it changes (every assignment is a message to the front-end)."""
+    if getattr(obj, name) != value:
+        setattr(obj, name, value)
