@@ -123,8 +123,10 @@ def open_1000_epochs(n_epochs: int) -> float:
     return statistics.median(times)
 
 
-def viewer_step_ms() -> float | None:
-    """Median milliseconds for the trajectory viewer to show one step of a recorded Cutting-2D episode."""
+def viewer_step_ms() -> tuple[float, float] | None:
+    """Median milliseconds for the trajectory viewer to show one step of a recorded Cutting-2D episode: a step
+    shown for the first time (drawn by the renderer: moving the slider to a new place) and one shown before (from
+    the viewer's cache: scrubbing back, or a step drawn ahead while the user looked at the previous one)."""
     try:
         from maze_lab.widgets.trajectory_viewer import TrajectoryViewer
     except ImportError:
@@ -136,14 +138,16 @@ def viewer_step_ms() -> float | None:
                         overrides={"n_epochs": 1, "algorithm.epoch_length": 1})
         rc.rollout(n_episodes=1, deterministic=True, seed=0)
         rc.close()
-        viewer = TrajectoryViewer(rc.run_dir / "trajectories")
-        n_steps = len(viewer.episode.steps) if hasattr(viewer.episode, "steps") else 20
-        times = []
-        for step in range(n_steps):
-            t0 = time.perf_counter()
-            viewer.show_step(step)
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+        viewer = TrajectoryViewer(rc.run_dir / "trajectories", read_ahead=0)
+        n_steps = len(viewer.episode.steps)
+        cold, cached = [], []
+        for times in (cold, cached):
+            for step in range(n_steps - 1, -1, -1):  # from the end: the viewer shows step 0 when it opens
+                t0 = time.perf_counter()
+                viewer.show_step(step)
+                times.append(time.perf_counter() - t0)
+        viewer.close()
+    return statistics.median(cold[1:]) * 1000, statistics.median(cached) * 1000
 
 
 def main() -> None:
@@ -210,9 +214,11 @@ def main() -> None:
     print()
     opened = open_1000_epochs(args.open_epochs)
     print(f"open the cockpit on a run directory of {args.open_epochs} epochs: {opened:.3f} s (median of 3)")
-    step_ms = viewer_step_ms()
-    print(f"trajectory viewer, one Cutting-2D step: "
-          f"{'n/a' if step_ms is None else f'{step_ms:.1f} ms'} (median over an episode's steps)")
+    viewer = viewer_step_ms()
+    step_ms = None if viewer is None else viewer[0]
+    if viewer is not None:
+        print(f"trajectory viewer, one Cutting-2D step (median over an episode's steps): {viewer[0]:.1f} ms shown "
+              f"for the first time (drawn), {viewer[1]:.1f} ms shown again (cached)")
     loss = 1 - med["background, cells, cockpit"] / ref
     print(f"bench: dashboard_overhead throughput_loss={loss:.3f} build_busy_vs_idle={build_ratio:.2f} "
           f"cell_p95_busy_vs_idle={max(ratios):.2f} open_1000_epochs_s={opened:.3f} "
