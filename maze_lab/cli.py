@@ -1,5 +1,6 @@
-"""The ``maze-lab`` command: demo, train, run (papermill), sweep, runs, rollout, lab; and ``maze-run``, which
-understands the command lines of the Maze framework and runs their maze-lab equivalent.
+"""The ``maze-lab`` command: demo, train, run (papermill), sweep, runs, rollout, lab (the voila app), jupyter
+(JupyterLab); and ``maze-run``, which understands the command lines of the Maze framework and runs their maze-lab
+equivalent.
 
 Bad input (an unknown config group, option or key, a value of the wrong type, a directory that is not a run, a
 damaged run, a refused checkpoint or configuration) ends with one line on stderr naming what is wrong and exit code
@@ -226,8 +227,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"run directory: {_shown(run_dir)}")
     print(f"executed notebook: {_shown(executed)}")
     lab = _own_command()
-    print(f"open it in JupyterLab: {lab} lab {shlex.quote(_shown(executed))}  "
-          f"(the run: {lab} lab {shlex.quote(_shown(run_dir))})")
+    print(f"open it in JupyterLab: {lab} jupyter {shlex.quote(_shown(executed))}  "
+          f"(the run: {lab} jupyter {shlex.quote(_shown(run_dir))})")
     url = running_lab_url(executed)
     if url is not None:
         print(f"or in the JupyterLab that is running: {url}")
@@ -348,13 +349,13 @@ def _rollout(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---- lab -----------------------------------------------------------------------------------------------------
+# ---- jupyter (JupyterLab) ----------------------------------------------------------------------------------------
 _LAB_OPTIONS_WITH_VALUE = ("--port", "--notebook-dir")
 _LAB_FLAGS = ("--no-browser", "--print-command", "--dry-run", "-h", "--help")
 
 
 def split_lab_args(words: list[str]) -> tuple[list[str], list[str]]:
-    """Split ``maze-lab lab`` arguments into its own and JupyterLab's (passed through unchanged).
+    """Split ``maze-lab jupyter`` arguments into its own and JupyterLab's (passed through unchanged).
 
     Unknown options go to JupyterLab, with the word after one that has no ``=`` as its value unless that word is an
     existing path (``--ip 0.0.0.0`` is one option; ``--allow-root notebooks/train.ipynb`` opens the notebook);
@@ -432,7 +433,7 @@ def lab_command(root: Path, target: Path | None = None, port: int | None = None,
     return cmd + list(jupyter_args)
 
 
-def _lab(args: argparse.Namespace) -> int:
+def _jupyter(args: argparse.Namespace) -> int:
     import importlib.util
 
     root, target = lab_target(args.path, args.notebook_dir)
@@ -442,16 +443,115 @@ def _lab(args: argparse.Namespace) -> int:
         return 0
     if importlib.util.find_spec("jupyterlab") is None:
         raise BadInput("JupyterLab is not installed; install it with: pip install 'maze-lab[notebook]'")
+    return _become(cmd)
+
+
+def _become(cmd: list[str], env: dict[str, str] | None = None) -> int:
+    """Run ``cmd`` in place of this process where the OS allows it, else as a child; returns its exit code."""
     if os.name == "posix":
-        # become JupyterLab (same pid): a terminal's Ctrl-C, a supervisor's SIGTERM or a test's terminate() reach
+        # become the server (same pid): a terminal's Ctrl-C, a supervisor's SIGTERM or a test's terminate() reach
         # the server itself, and no orphaned server is left behind when this command is stopped
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execv(cmd[0], cmd)
+        if env is None:
+            os.execv(cmd[0], cmd)
+        os.execve(cmd[0], cmd, env)
     try:
-        return subprocess.call(cmd)
+        return subprocess.call(cmd, env=env)
     except KeyboardInterrupt:
         return 130
+
+
+# ---- lab (the voila app) -------------------------------------------------------------------------------------------
+LAB_NOTEBOOK_CODE = (
+    "# The maze-lab Lab app: `maze-lab lab` serves this notebook with voila (no code shown). In JupyterLab, run this "
+    "cell.\n"
+    "from maze_lab.widgets.lab_app import LabApp\n"
+    "\n"
+    "app = LabApp()  # runs go to $MAZE_LAB_OUTPUTS, else <project root>/outputs; LabApp(base_dir=...) picks another\n"
+    "app")
+"""The code of ``notebooks/lab.ipynb`` (written out where the notebook is not at hand, e.g. an installed wheel)."""
+
+LAB_DEFAULT_PORT = 8866
+
+
+def lab_notebook() -> Path:
+    """The notebook of the Lab app: ``notebooks/lab.ipynb`` of the maze-lab source tree (a checkout or an editable
+    install) or of the project in the working directory; else a copy written into a per-user temporary folder."""
+    import json
+    import tempfile
+
+    from maze_lab.run.run_dir import project_root
+
+    package_root = Path(__file__).resolve().parents[1]
+    candidates = [package_root / "notebooks" / "lab.ipynb"]
+    root = project_root()
+    if root is not None:
+        candidates.append(root / "notebooks" / "lab.ipynb")
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    folder = Path(tempfile.gettempdir()) / f"maze-lab-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    notebook = folder / "lab.ipynb"
+    content = {"cells": [{"cell_type": "code", "execution_count": None, "id": "maze-lab-app", "metadata": {},
+                          "outputs": [], "source": LAB_NOTEBOOK_CODE.splitlines(keepends=True)}],
+               "metadata": {"kernelspec": {"display_name": "maze-lab", "language": "python", "name": "maze-lab"},
+                            "language_info": {"name": "python"}},
+               "nbformat": 4, "nbformat_minor": 5}
+    notebook.write_text(json.dumps(content, indent=1))
+    return notebook
+
+
+def _port_is_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def lab_app_command(notebook: Path, port: int, no_browser: bool = False,
+                    voila_args: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The command that serves the Lab app's notebook with voila on ``port`` (voila's own options appended)."""
+    cmd = [sys.executable, "-m", "voila", str(notebook), f"--port={port}", "--Voila.port_retries=0",
+           "--show_tracebacks=True", "--VoilaConfiguration.strip_sources=True"]
+    if no_browser:
+        cmd.append("--no-browser")
+    return cmd + list(voila_args)
+
+
+def _lab(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from maze_lab.run.run_dir import OUTPUTS_ENV, default_outputs_dir
+
+    base = Path(args.base).expanduser().resolve() if args.base is not None else default_outputs_dir()
+    if args.base is not None and base.exists() and not base.is_dir():
+        raise BadInput(f"--base {args.base} is not a directory; give the directory of the runs")
+    port = args.port
+    if port is None:
+        port = LAB_DEFAULT_PORT
+        while not _port_is_free(port) and port < LAB_DEFAULT_PORT + 50:
+            port += 1
+    elif not 0 < port < 65536:
+        raise BadInput(f"--port {port} is not a port number (1-65535)")
+    notebook = lab_notebook()
+    cmd = lab_app_command(notebook, port, args.no_browser, getattr(args, "voila_args", []))
+    if args.dry_run:
+        print(f"{OUTPUTS_ENV}={shlex.quote(str(base))} {shlex.join(cmd)}")
+        return 0
+    if importlib.util.find_spec("voila") is None:
+        raise BadInput("voila is not installed; install it with: pip install 'maze-lab[notebook]' (or use "
+                       "`maze-lab jupyter` for JupyterLab)")
+    env = dict(os.environ)
+    env[OUTPUTS_ENV] = str(base)  # the app's kernel runs in the notebook's folder: it must not guess the outputs
+    print(f"maze-lab lab: the Lab app at http://localhost:{port}/ (runs in {base}; Ctrl-C stops it; JupyterLab: "
+          f"maze-lab jupyter)", flush=True)
+    return _become(cmd, env)
 
 
 # ---- parser --------------------------------------------------------------------------------------------------
@@ -538,18 +638,32 @@ def build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--trust", action="append", metavar="MODULE", help=_TRUST_HELP)
     rollout.set_defaults(func=_rollout)
 
-    lab = sub.add_parser("lab", help="start JupyterLab on the project; other options go to JupyterLab",
-                         description="Start JupyterLab on the project root (notebooks/ and outputs/), or open a "
-                                     "notebook or run directory. Options not listed here go to JupyterLab unchanged "
-                                     "(--allow-root, --ip=0.0.0.0, --ServerApp.token=...); so does everything after "
-                                     "--.")
-    lab.add_argument("path", nargs="?", help="a notebook or a run directory to open")
-    lab.add_argument("--port", type=int, help="port (default: JupyterLab's)")
+    lab = sub.add_parser("lab", parents=[common],
+                         help="the Lab app in the browser: start, watch, stop and compare runs",
+                         description="Serve the Lab app (notebooks/lab.ipynb) with voila: a form that starts runs from "
+                                     "the config groups, the cockpit of the current run, the runs of the output "
+                                     "directory with comparison, trajectories and model graphs. No code is shown. "
+                                     "voila's own options go after --. For JupyterLab use `maze-lab jupyter`.")
+    lab.add_argument("--port", type=int, help=f"port (default: {LAB_DEFAULT_PORT}, or the next free one)")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    lab.add_argument("--notebook-dir", help="directory to serve (default: the project root)")
+    lab.add_argument("--base", default=None, help="directory of the runs (default: $MAZE_LAB_OUTPUTS, else "
+                                                  "<project root>/outputs)")
     lab.add_argument("--print-command", "--dry-run", dest="dry_run", action="store_true",
                      help="print the command instead of running it")
     lab.set_defaults(func=_lab)
+
+    jupyter = sub.add_parser("jupyter", help="start JupyterLab on the project; other options go to JupyterLab",
+                             description="Start JupyterLab on the project root (notebooks/ and outputs/), or open a "
+                                         "notebook or run directory. Options not listed here go to JupyterLab "
+                                         "unchanged (--allow-root, --ip=0.0.0.0, --ServerApp.token=...); so does "
+                                         "everything after --.")
+    jupyter.add_argument("path", nargs="?", help="a notebook or a run directory to open")
+    jupyter.add_argument("--port", type=int, help="port (default: JupyterLab's)")
+    jupyter.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    jupyter.add_argument("--notebook-dir", help="directory to serve (default: the project root)")
+    jupyter.add_argument("--print-command", "--dry-run", dest="dry_run", action="store_true",
+                         help="print the command instead of running it")
+    jupyter.set_defaults(func=_jupyter)
     return parser
 
 
@@ -557,11 +671,16 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``maze-lab`` command."""
     words = list(sys.argv[1:] if argv is None else argv)
     jupyter_args: list[str] = []
-    if words and words[0] == "lab":
+    voila_args: list[str] = []
+    if words and words[0] == "jupyter":
         own, jupyter_args = split_lab_args(words[1:])
-        words = ["lab", *own]
+        words = ["jupyter", *own]
+    elif words and words[0] == "lab" and "--" in words:
+        cut = words.index("--")
+        words, voila_args = words[:cut], words[cut + 1:]
     args = build_parser().parse_args(words)
     args.jupyter_args = jupyter_args
+    args.voila_args = voila_args
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

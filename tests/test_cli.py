@@ -1,4 +1,5 @@
-"""The ``maze-lab`` command as a user runs it: train, sweep, runs, run (papermill), lab; bad input exits with 2."""
+"""The ``maze-lab`` command as a user runs it: train, sweep, runs, run (papermill), lab (voila), jupyter; bad input
+exits with 2."""
 
 from __future__ import annotations
 
@@ -171,7 +172,7 @@ def test_run_executes_a_notebook_into_a_run_directory(tmp_path: Path) -> None:
     assert done.endswith(f" s: 2 epochs, {summary['env_steps']:,} env steps")
     assert rewards == (f"evaluation reward: final {summary['last_eval_reward']:.4g}, best "
                        f"{summary['best_eval_reward']:.4g} (epoch {summary['best_epoch']})")
-    shown_command, _, rest = open_line.removeprefix("open it in JupyterLab: ").partition(" lab ")
+    shown_command, _, rest = open_line.removeprefix("open it in JupyterLab: ").partition(" jupyter ")
     assert rest.startswith(nb_line.removeprefix("executed notebook: "))
     from omegaconf import OmegaConf
 
@@ -181,7 +182,7 @@ def test_run_executes_a_notebook_into_a_run_directory(tmp_path: Path) -> None:
     # the command it names works as printed (the bare name where PATH finds it, else the script's path)
     runnable = shutil.which(shown_command, path=user_env().get("PATH")) or str(tmp_path / shown_command)
     assert Path(runnable).exists(), shown_command
-    command = subprocess.run([runnable, "lab", "--print-command", nb_line.removeprefix("executed notebook: ")],
+    command = subprocess.run([runnable, "jupyter", "--print-command", nb_line.removeprefix("executed notebook: ")],
                              cwd=tmp_path, capture_output=True, text=True, timeout=180, env=user_env())
     assert command.returncode == 0, command.stderr
     assert command.stdout.split()[-1] == str(executed)
@@ -243,19 +244,19 @@ def test_runs_on_an_empty_base(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert capsys.readouterr().out.strip() == f"no runs under {tmp_path}"
 
 
-def test_lab_dry_run_prints_the_command(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_jupyter_dry_run_prints_the_command(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO / "notebooks")
-    assert main(["lab", "--dry-run", "--port", "8899", "--no-browser"]) == 0
+    assert main(["jupyter", "--dry-run", "--port", "8899", "--no-browser"]) == 0
     out = capsys.readouterr().out.strip()
     assert "-m jupyterlab" in out and "--port=8899" in out and "--no-browser" in out
     # the project root is served (notebooks/ and outputs/), the notebooks folder is opened
     assert f"--notebook-dir={REPO} " in out and "--LabApp.default_url=/lab/tree/notebooks" in out
 
 
-def test_lab_passes_jupyter_options_through(tmp_path: Path) -> None:
+def test_jupyter_passes_jupyter_options_through(tmp_path: Path) -> None:
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "a.ipynb").write_text("{}")
-    proc = maze_lab("lab", "--print-command", "--allow-root", "--no-browser", "--port", "9999", "--ip", "0.0.0.0",
+    proc = maze_lab("jupyter", "--print-command", "--allow-root", "--no-browser", "--port", "9999", "--ip", "0.0.0.0",
                     "--ServerApp.token=secret", "a.ipynb", "--", "--debug", cwd=tmp_path / "notebooks")
     assert proc.returncode == 0, proc.stderr
     words = proc.stdout.split()
@@ -264,7 +265,7 @@ def test_lab_passes_jupyter_options_through(tmp_path: Path) -> None:
         "--no-browser", "--allow-root", "--ip", "0.0.0.0", "--ServerApp.token=secret", "--debug"]
 
 
-def test_lab_argument_splitting() -> None:
+def test_jupyter_argument_splitting() -> None:
     assert split_lab_args(["--allow-root", "--ip", "0.0.0.0", "--port", "1", "x"]) == (
         ["--port", "1", "x"], ["--allow-root", "--ip", "0.0.0.0"])
     assert split_lab_args(["--allow-root", "notebooks", "--no-browser"]) == (
@@ -272,21 +273,21 @@ def test_lab_argument_splitting() -> None:
     assert split_lab_args(["--print-command", "--", "--port", "3"]) == (["--print-command"], ["--port", "3"])
 
 
-def test_lab_refuses_a_path_that_does_not_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture) -> None:
+def test_jupyter_refuses_a_path_that_does_not_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["lab", "--print-command", "nope.ipynb"]) == 2
+    assert main(["jupyter", "--print-command", "nope.ipynb"]) == 2
     assert "nope.ipynb is neither a notebook nor a directory" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jupyterlab") is None, reason="needs JupyterLab")
-def test_lab_starts_with_jupyter_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_jupyter_starts_with_jupyter_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """JupyterLab refuses to run as root without --allow-root: passed through, the server starts."""
     (tmp_path / "notebooks").mkdir()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([*_command(), "lab", "--no-browser", "--port", str(port), "--allow-root",
+    proc = subprocess.Popen([*_command(), "jupyter", "--no-browser", "--port", str(port), "--allow-root",
                              "--ip=127.0.0.1", "--ServerApp.token=maze-lab-test"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=user_env(JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime")))
@@ -305,7 +306,62 @@ def test_lab_starts_with_jupyter_options(tmp_path: Path, monkeypatch: pytest.Mon
         proc.wait(timeout=60)
     # stopping the command stops the server: nothing is left listening on the port
     with socket.socket() as sock:
-        assert sock.connect_ex(("127.0.0.1", port)) != 0, "JupyterLab outlived `maze-lab lab`"
+        assert sock.connect_ex(("127.0.0.1", port)) != 0, "JupyterLab outlived `maze-lab jupyter`"
+
+
+def test_lab_serves_the_app_notebook_with_voila(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MAZE_LAB_OUTPUTS", raising=False)
+    assert main(["lab", "--print-command", "--port", "8899", "--no-browser", "--base", "runs", "--",
+                 "--theme=dark"]) == 0
+    words = capsys.readouterr().out.split()
+    # the app's kernel runs in the notebook's folder: it is told where the runs are
+    assert words[0] == f"MAZE_LAB_OUTPUTS={tmp_path / 'runs'}"
+    assert words[1:5] == [sys.executable, "-m", "voila", str(REPO / "notebooks" / "lab.ipynb")]
+    assert "--port=8899" in words and "--no-browser" in words and words[-1] == "--theme=dark"
+    assert "--VoilaConfiguration.strip_sources=True" in words  # no code shown
+
+
+def test_lab_defaults_to_the_default_outputs_and_a_free_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("MAZE_LAB_OUTPUTS", str(tmp_path / "elsewhere"))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 8866))  # voila's usual port is taken: the next free one is used
+        assert main(["lab", "--print-command"]) == 0
+    words = capsys.readouterr().out.split()
+    assert words[0] == f"MAZE_LAB_OUTPUTS={tmp_path / 'elsewhere'}"
+    port = int(next(w for w in words if w.startswith("--port=")).split("=")[1])
+    assert 8866 < port < 8866 + 50 and "--no-browser" not in words
+
+
+def test_lab_notebook_is_the_app_and_is_written_where_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbformat
+
+    from maze_lab import cli
+
+    notebook = nbformat.read(REPO / "notebooks" / "lab.ipynb", as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert len(code) == 1 and code[0].source == cli.LAB_NOTEBOOK_CODE
+    assert all(not c.get("outputs") for c in code)  # committed without outputs
+    assert cli.lab_notebook() == REPO / "notebooks" / "lab.ipynb"
+    # an installed wheel has no notebooks/ folder: a copy is written and used
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site" / "maze_lab" / "cli.py"))
+    monkeypatch.chdir(tmp_path)
+    written = cli.lab_notebook()
+    assert written.parent != REPO / "notebooks"
+    copy = nbformat.read(written, as_version=4)
+    nbformat.validate(copy)
+    assert copy.cells[0].source == cli.LAB_NOTEBOOK_CODE and copy.metadata.kernelspec.name == "maze-lab"
+
+
+def test_lab_refuses_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "file").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    assert main(["lab", "--print-command", "--base", "file"]) == 2
+    assert "--base file is not a directory" in capsys.readouterr().err
+    assert main(["lab", "--print-command", "--port", "70000"]) == 2
+    assert "--port 70000 is not a port number" in capsys.readouterr().err
 
 
 def test_train_without_n_epochs_says_how_long_and_stops_on_ctrl_c(tmp_path: Path) -> None:

@@ -1,0 +1,339 @@
+"""The Lab app (``maze-lab lab``): in a kernel, and in headless Chromium served by voila; plotly figures render with
+their data in voila and in JupyterLab, also after a reload. Screenshots go to ``test-artifacts/`` (and one of the app
+to ``docs/lab_app.png``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from browser_utils import (
+    ARTIFACTS,
+    REPO,
+    browser_skip_reason,
+    chromium_page,
+    jupyter_env,
+    plots,
+    screenshot,
+    start_jupyterlab,
+    start_maze_lab_lab,
+    wait_until,
+)
+from run_utils import train_tiny_run
+
+# a CartPole run of many tiny epochs: it keeps going until the test stops it, a point per epoch
+LIVE_OVERRIDES = ["algorithm.epoch_length=1", "algorithm.n_rollout_steps=16", "runner.concurrency=1",
+                  "runner.eval_concurrency=1", "algorithm.eval_repeats=1", "algorithm.patience=0"]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished one-epoch CartPole run under its own base directory."""
+    return train_tiny_run(tmp_path_factory.mktemp("lab-app-runs"))
+
+
+# ---- in a kernel -----------------------------------------------------------------------------------------------------
+def test_form_is_built_from_the_config_groups(tmp_path: Path) -> None:
+    from maze_lab.run.config import available_options
+    from maze_lab.widgets.lab_app import LabApp
+
+    app = LabApp(tmp_path)
+    options = available_options()
+    assert list(app.env.options) == options["env"] and list(app.algorithm.options) == options["algorithm"]
+    assert list(app.model.options) == options["model"] and list(app.wrappers.options) == options["wrappers"]
+    assert "no runs yet" in app.runs_note.value
+    app.overrides.value = "algorithm.lr=0.001\n# a comment\nalgorithm=a2c\n\nrunner.concurrency=2"
+    app.n_epochs.value = 3
+    args = app.run_arguments()
+    assert args["algorithm"] == "a2c" and args["env"] == "gym_env" and args["experiment"] is None
+    assert args["overrides"] == {"env.name": "CartPole-v1", "n_epochs": 3, "algorithm.lr": 0.001,
+                                 "runner.concurrency": 2, "log_base_dir": str(tmp_path.resolve())}
+    # an env with a model and wrappers of its own picks them
+    cutting = next(o for o in options["env"] if o.startswith("cutting2d"))
+    app.env.value = cutting
+    assert app.model.value == cutting and app.wrappers.value == "cutting2d"
+    assert app.env_name.layout.display == "none"
+    app.close()
+
+
+def test_bad_input_is_shown_in_the_app_not_raised(tmp_path: Path) -> None:
+    from maze_lab.widgets.lab_app import LabApp
+
+    app = LabApp(tmp_path)
+    app.overrides.value = "algorithm.lr=fast"
+    app.start_button.click()
+    assert "expected a value of type float" in app.form_message.value and "maze-lab-error" in app.form_message.value
+    app.overrides.value = "no_equals_sign"
+    app.start_button.click()
+    assert "must look like key=value" in app.form_message.value
+    assert app.handle is None and not any(tmp_path.iterdir())  # nothing was started, no run directory made
+    app.compare_button.click()
+    assert "select two or more runs" in app.runs_message.value
+    app.close()
+
+
+def test_runs_appearing_failing_and_vanishing_keep_the_app_going(tmp_path: Path, finished_run: Path) -> None:
+    from maze_lab.widgets.lab_app import LabApp
+
+    base = tmp_path / "runs"
+    base.mkdir()
+    app = LabApp(base)
+    assert len(app.runs_select.options) == 0
+    first = base / "default" / "first"
+    shutil.copytree(finished_run, first)
+    broken = base / "default" / "broken"
+    shutil.copytree(finished_run, broken)
+    app.tick()
+    assert [v for _, v in app.runs_select.options] and len(app.runs_select.options) == 2
+    app.runs_select.value = (str(first), str(broken))
+    (broken / "maze_lab_run.json").write_text("{ not json")  # a run whose summary is damaged
+    app.tick()
+    labels = dict((v, k) for k, v in app.runs_select.options)
+    assert "damaged" in labels[str(broken)]
+    app.open_button.click()  # two selected: refused with a message
+    assert "select one run" in app.runs_message.value
+    app.runs_select.value = (str(first),)
+    app.open_button.click()
+    assert app.cockpit is not None and "data-status='done'" in app.run_status.value
+    shutil.rmtree(first)  # deleted while it is open
+    app.tick()
+    assert [v for _, v in app.runs_select.options] == [str(broken)]
+    assert app.runs_select.value == ()
+    assert "data-status='deleted'" in app.run_status.value
+    shutil.rmtree(base)  # even the base directory
+    app.tick()
+    assert len(app.runs_select.options) == 0 and not app.errors
+    app.close()
+
+
+def test_start_and_stop_a_run_from_the_form(tmp_path: Path) -> None:
+    from maze_lab.run.run_dir import RunDirectory
+    from maze_lab.widgets.lab_app import LabApp
+
+    app = LabApp(tmp_path)
+    app.overrides.value = "\n".join(LIVE_OVERRIDES)
+    app.n_epochs.value = 1000
+    app.start_button.click()
+    handle = app.handle
+    assert handle is not None, app.form_message.value
+    assert handle.run_dir.parent.parent == tmp_path.resolve()
+    assert not app.stop_button.disabled and app.cockpit is not None
+    wait_until(lambda: handle.progress["epoch"] >= 1, timeout=120, what="the first epoch")
+    app.start_button.click()  # one run at a time
+    assert "stop it first" in app.form_message.value
+    app.stop_button.click()
+    assert handle.wait(120) == "stopped"
+    app.tick()
+    assert "data-status='stopped'" in app.run_status.value and app.stop_button.disabled
+    assert "state_dict_last.pt" in app.run_status.value  # the checkpoints are named
+    assert RunDirectory(handle.run_dir).last_checkpoint.exists()
+    assert [v for _, v in app.runs_select.options] == [str(handle.run_dir)]
+    app.close()
+
+
+# ---- in the browser --------------------------------------------------------------------------------------------------
+def _skip_without_browser() -> None:
+    reason = browser_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _reward_points(page: object) -> int:
+    """Points of the cockpit's reward curve (the longest trace of its reward figure), counted only where the figure
+    drew its traces."""
+    cockpit = page.query_selector(".maze-lab-cockpit")
+    found = plots(page, cockpit) if cockpit is not None else []
+    reward = [p for p in found if "reward" in str(p["title"]).lower() and p["drawn"] > 0]
+    return max((p["maxPoints"] for p in reward), default=0)
+
+
+def _blank_plots(page: object, within: str) -> list[dict]:
+    """Visible plots under ``within`` whose data never made it into the drawing."""
+    root = page.query_selector(within)
+    return [p for p in plots(page, root) if p["visible"] and p["traces"] > 0 and p["drawn"] == 0] if root else []
+
+
+def _status(page: object) -> str | None:
+    element = page.query_selector(".maze-lab-run-status .maze-lab-status")
+    return element.get_attribute("data-status") if element is not None else None
+
+
+@pytest.mark.browser
+def test_lab_app_in_the_browser(tmp_path: Path, finished_run: Path) -> None:
+    _skip_without_browser()
+    from maze_lab.run.run_dir import RunDirectory
+
+    base = tmp_path / "runs"
+    shutil.copytree(finished_run, base / "default" / "earlier")
+    server = start_maze_lab_lab(tmp_path, cwd=tmp_path, env=jupyter_env(tmp_path, MAZE_LAB_OUTPUTS=str(base)))
+    try:
+        server.wait_ready(timeout=90)
+        assert "the Lab app at http://localhost:" in server.output()
+        with chromium_page(width=1400, height=1000) as page:
+            page.goto(server.url)
+            page.wait_for_selector(".maze-lab-app .maze-lab-start", timeout=120_000)
+            assert page.locator(".jp-InputArea, .jp-Cell-inputWrapper").count() == 0  # no code shown
+            page.wait_for_selector(".maze-lab-runs option", timeout=30_000)
+
+            # ---- start a run from the form and watch its reward curve grow
+            page.fill(".maze-lab-overrides textarea", "\n".join(LIVE_OVERRIDES))
+            page.fill(".maze-lab-n-epochs input", "1000")
+            page.press(".maze-lab-n-epochs input", "Enter")
+            page.click(".maze-lab-start")
+            wait_until(lambda: _status(page) in ("running", "starting"), timeout=60, what="the run to start")
+            first = wait_until(lambda: _reward_points(page), timeout=120, interval=0.3,
+                               what="the first points of the reward curve")
+            grown = wait_until(lambda: _reward_points(page) > first and _reward_points(page), timeout=120,
+                               interval=0.3, what=f"the reward curve to grow past {first} points")
+            assert grown > first
+            wait_until(lambda: _status(page) == "running", timeout=30, what="the status 'running'")
+            assert not _blank_plots(page, ".maze-lab-cockpit"), plots(page, page.query_selector(".maze-lab-cockpit"))
+            # the README's picture: the top of the app with the run going
+            page.evaluate("() => { window.scrollTo(0, 0); document.querySelectorAll('*').forEach((e) => { "
+                          "if (e.scrollTop) e.scrollTop = 0; }); }")
+            docs = REPO / "docs"
+            docs.mkdir(exist_ok=True)
+            page.screenshot(path=str(docs / "lab_app.png"), full_page=False)
+            screenshot(page, "lab_app_live")
+            screenshot(page, "lab_cockpit", locator=page.locator(".maze-lab-cockpit"))
+
+            # ---- stop it: the status changes and a checkpoint is there
+            page.click(".maze-lab-stop")
+            wait_until(lambda: _status(page) == "stopped", timeout=120, what="the status 'stopped'")
+            runs = sorted(p.parent for p in base.glob("*/*/maze_lab_run.json") if p.parent.name != "earlier")
+            assert len(runs) == 1
+            live_run = runs[0]
+            assert RunDirectory(live_run).last_checkpoint.exists()
+            assert json.loads((live_run / "maze_lab_run.json").read_text())["status"] == "stopped"
+
+            # ---- compare the two runs
+            wait_until(lambda: page.locator(".maze-lab-runs option").count() == 2, timeout=30,
+                       what="both runs in the runs list")
+            page.select_option(".maze-lab-runs select", index=[0, 1])
+            page.click(".maze-lab-compare")
+            message = page.locator(".maze-lab-runs-message")
+            if "not available" in (message.inner_text() or ""):
+                pytest.fail(f"comparison missing: {message.inner_text()}")
+            page.wait_for_selector(".maze-lab-detail .js-plotly-plot", timeout=60_000)
+            wait_until(lambda: any(p["points"] > 0 for p in plots(page, page.query_selector(".maze-lab-detail"))),
+                       timeout=60, what="the comparison's curves")
+            screenshot(page, "lab_comparison", locator=page.locator(".maze-lab-detail"))
+
+            # ---- trajectories: record one with the rollout button, then move the viewer's slider
+            page.select_option(".maze-lab-runs select", index=[0])
+            page.click(".maze-lab-trajectories")
+            page.wait_for_selector(".maze-lab-rollout", timeout=30_000)
+            page.click(".maze-lab-rollout")
+            slider = page.locator(".maze-lab-detail .widget-slider .noUi-handle").first
+            slider.wait_for(timeout=120_000)
+            readout = page.locator(".maze-lab-detail .widget-slider .widget-readout").first
+            assert readout.inner_text().strip() == "0"
+            slider.focus()
+            for _ in range(3):
+                page.keyboard.press("ArrowRight")
+            wait_until(lambda: readout.inner_text().strip() not in ("", "0"), timeout=30,
+                       what="the step slider to move")
+            assert list((live_run / "trajectories").rglob("*")), "the rollout recorded nothing"
+            screenshot(page, "lab_trajectories", locator=page.locator(".maze-lab-detail"))
+
+            # ---- reload: a new kernel, the app and its plots come up again
+            page.reload()
+            page.wait_for_selector(".maze-lab-app .maze-lab-start", timeout=120_000)
+            wait_until(lambda: page.locator(".maze-lab-runs option").count() == 2, timeout=30,
+                       what="the runs list after the reload")
+            page.select_option(".maze-lab-runs select", index=[0])
+            page.click(".maze-lab-open")
+            wait_until(lambda: _status(page) == "stopped", timeout=60, what="the reopened run's status")
+            points = wait_until(lambda: _reward_points(page), timeout=60, interval=0.3,
+                                what="the reward curve after the reload")
+            assert points >= grown
+            assert not _blank_plots(page, ".maze-lab-cockpit"), plots(page, page.query_selector(".maze-lab-cockpit"))
+            screenshot(page, "lab_app_after_reload")
+            errors = [e for e in page.console_errors if "anywidget" in e.lower()]
+            assert not errors, errors
+    finally:
+        server.stop()
+
+
+_JUPYTER_NOTEBOOK_CELLS = [
+    """
+    from maze_lab.widgets.dashboard import TrainingDashboard
+    import plotly.graph_objects as go
+    import ipywidgets as w
+
+    cockpit = TrainingDashboard(RUN_DIR)
+    # figures made empty and filled afterwards, as every live plot is
+    figures = [go.FigureWidget(layout={"title": f"later {i}", "height": 220}) for i in range(3)]
+    for i, fig in enumerate(figures):
+        fig.add_scatter(x=list(range(10 + i)), y=[v * v for v in range(10 + i)])
+    w.VBox([cockpit.widget, *figures])
+    """,
+    """
+    for fig in figures:
+        fig.data[0].x = list(range(25))
+        fig.data[0].y = list(range(25))
+    """,
+]
+
+
+@pytest.mark.browser
+def test_figures_render_in_jupyterlab_and_after_a_reload(tmp_path: Path, finished_run: Path) -> None:
+    """Figures filled after they were made show their current data in JupyterLab, after a reload and in a re-opened
+    notebook, with ``make_plotly_widgets_robust()`` called (the Lab app calls it)."""
+    _skip_without_browser()
+    import nbformat
+
+    cells = [f"from maze_lab.widgets.lab_app import make_plotly_widgets_robust\nmake_plotly_widgets_robust()\n"
+             f"RUN_DIR = {str(finished_run)!r}"]
+    cells += [textwrap.dedent(c).strip() for c in _JUPYTER_NOTEBOOK_CELLS]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {"name": "maze-lab", "display_name": "maze-lab", "language": "python"}
+    root = tmp_path / "lab"
+    root.mkdir()
+    nbformat.write(notebook, root / "figures.ipynb")
+    server = start_jupyterlab(root, tmp_path)
+    try:
+        server.wait_ready(timeout=120)
+        url = server.url.replace("/lab?", "/lab/tree/figures.ipynb?")
+        with chromium_page(width=1300, height=1400) as page:
+            page.goto(url)
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+            page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=120_000)
+            page.click(".jp-Notebook .jp-Cell .jp-InputArea-editor")
+            for _ in cells:
+                page.keyboard.press("Shift+Enter")
+
+            def drawn() -> list[dict]:
+                found = plots(page)
+                later = [p for p in found if str(p["title"]).startswith("later")]
+                ready = len(later) == 3 and all(p["points"] == 25 for p in later)
+                cockpit = [p for p in found if not str(p["title"]).startswith("later")]
+                return found if ready and cockpit and all(p["traces"] > 0 for p in cockpit) else []
+
+            def check(when: str) -> list[dict]:
+                try:
+                    return wait_until(drawn, timeout=90, interval=0.3, what=f"every figure with its data {when}")
+                except AssertionError as err:
+                    raise AssertionError(f"{err}; plots: {plots(page)}; console: {page.console_errors[-5:]}") \
+                        from None
+
+            before = check("after running the cells")
+            screenshot(page, "jupyterlab_figures")
+            page.keyboard.press("Control+s")
+            page.reload()
+            page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=120_000)
+            after = check("after a browser reload")
+            assert [p["points"] for p in after] == [p["points"] for p in before]
+            screenshot(page, "jupyterlab_figures_after_reload")
+            # closed and opened again from the file browser
+            page.goto(url.replace("/lab/tree/figures.ipynb?", "/lab?reset&"))
+            page.goto(url)
+            page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=120_000)
+            check("after re-opening the notebook")
+            assert not [e for e in page.console_errors if "anywidget" in e.lower()], page.console_errors
+    finally:
+        server.stop()
+    assert (ARTIFACTS / "jupyterlab_figures_after_reload.png").is_file()

@@ -1,0 +1,783 @@
+"""The Lab app: start a run from the config groups, watch and stop it in the cockpit, browse and compare the runs of
+the output directory, replay a run's trajectories (and record new ones), open its model graph.
+
+``maze-lab lab`` serves ``notebooks/lab.ipynb`` with voila; that notebook shows ``LabApp().widget``. The app works in
+JupyterLab too. Every action of the app catches its errors and shows them in the app: nothing is raised into voila,
+and a run directory that appears, fails or is deleted while the app is open is shown as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import json
+import time
+import traceback
+from collections.abc import Callable
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as w
+
+# ---- plotly FigureWidgets that render every time -------------------------------------------------------------------
+_PATCHED = False
+
+
+_RESYNC = "maze_lab_figure_state"
+"""The custom message a figure's front-end sends once it is ready, and the kernel's answer after the state."""
+
+
+_BUNDLE_ATTRIBUTE = "_maze_lab_bundle"
+"""The state key through which a figure names the widget that carries plotly's code."""
+
+
+def _figure_esm(key: str) -> str:
+    """The small anywidget module of every figure: plotly's widget code comes once per page from one widget
+    (see :func:`make_plotly_widgets_robust`) and is evaluated once; a figure's start (what anywidget gives 2 s)
+    does not wait for it, only its drawing does. Once a figure is set up it asks the kernel for the figure as it is
+    now, and redraws the views that were drawn from an older state."""
+    return f"""const KEY = {json.dumps(key)};
+function plotlyWidget(model) {{
+  if (!globalThis[KEY]) {{
+    globalThis[KEY] = (async () => {{
+      const id = model.get({json.dumps(_BUNDLE_ATTRIBUTE)});
+      let holder = null;
+      for (let i = 0; i < 300 && !holder; i++) {{
+        try {{
+          holder = await model.widget_manager.get_model(id);
+        }} catch (err) {{
+          await new Promise((resolve) => setTimeout(resolve, 100));  // not restored yet
+        }}
+      }}
+      if (!holder) throw new Error("[maze-lab] plotly's widget code did not arrive (model " + id + ")");
+      const url = URL.createObjectURL(new Blob([holder.get("source")], {{ type: "text/javascript" }}));
+      return import(url);
+    }})().catch((err) => {{
+      delete globalThis[KEY];
+      throw err;
+    }});
+  }}
+  return globalThis[KEY];
+}}
+export default () => {{
+  let setup = null;
+  let fresh = false;
+  const views = new Set();
+  return {{
+    initialize(ctx) {{
+      // changes the kernel sent before this figure was set up were not applied: ask for the current figure and
+      // redraw the views drawn before the answer came; asked again while unanswered (an ask sent while the model
+      // is still being set up can get lost)
+      ctx.model.on("msg:custom", (msg) => {{
+        if (!msg || msg.type !== {json.dumps(_RESYNC)} || fresh) return;
+        fresh = true;
+        for (const view of views) view.redraw();
+        views.clear();
+      }});
+      setup = plotlyWidget(ctx.model).then((shared) => {{
+        const inner = shared.default();
+        inner.initialize(ctx);
+        let asks = 0;
+        const ask = () => {{
+          if (fresh || asks++ >= 20) return;
+          try {{
+            ctx.model.send({{ type: {json.dumps(_RESYNC)} }});
+          }} catch (err) {{
+            console.debug("[maze-lab] asking for the figure's state:", err);
+          }}
+          setTimeout(ask, 1000);
+        }};
+        ask();
+        return inner;
+      }});
+    }},
+    async render(ctx) {{
+      const inner = await setup;
+      const view = {{
+        cleanup: inner.render(ctx),
+        redraw() {{
+          if (typeof view.cleanup === "function") view.cleanup();
+          ctx.el.replaceChildren();
+          view.cleanup = inner.render(ctx);
+        }},
+      }};
+      if (!fresh) views.add(view);
+      return () => {{
+        views.delete(view);
+        if (typeof view.cleanup === "function") view.cleanup();
+      }};
+    }},
+  }};
+}};
+"""
+
+
+_BUNDLE_HOLDER: Any = None
+
+
+def _bundle_holder(source: str) -> Any:
+    """The one widget of this kernel that carries plotly's widget code to the front-end."""
+    global _BUNDLE_HOLDER
+    if _BUNDLE_HOLDER is None or getattr(_BUNDLE_HOLDER, "comm", None) is None:
+        import traitlets
+
+        class PlotlyCode(w.Widget):
+            """plotly's widget code, sent once for all figures (no view)."""
+
+            source = traitlets.Unicode().tag(sync=True)
+
+        _BUNDLE_HOLDER = PlotlyCode(source=source)
+    return _BUNDLE_HOLDER
+
+
+def make_plotly_widgets_robust() -> None:
+    """Make every plotly FigureWidget created afterwards come up with its current data in voila, in a re-opened
+    notebook and after a browser reload (idempotent).
+
+    Two things made figures blank:
+
+    - A FigureWidget sends later changes (new traces, new points) as transient messages and keeps its synced state
+      (``_widget_data``, ``_widget_layout``) as it was when it was created. A front-end that connects later (voila,
+      which renders after the notebook ran; JupyterLab after a reload) asks the kernel for the state and gets the
+      figure as created: empty axes. Here the full state is brought up to date whenever it is asked for (nothing
+      more is sent while the figure updates).
+    - Each FigureWidget carries plotly's whole widget bundle (about 5 MB of JavaScript) as its anywidget module, and
+      every figure's module is evaluated separately; anywidget gives a model 2 s to load its module. A page that
+      opens several figures at once (a reload, voila, a cockpit) misses that deadline on a busy machine:
+      "[anywidget] Failed to initialize model" and blank figures. Here one hidden widget carries the bundle once,
+      the figures carry a small module that evaluates it once per page, and a figure's start does not wait for it
+      (only its drawing does).
+    - Changes sent while a figure's module was still loading (a figure made and filled in one go, as the cockpit
+      does) reach the front-end before plotly's code listens for them and are lost: the figure stays as created
+      ("4 of 5 figures came up as empty axes"). Here a figure's front-end asks for the current state once it is
+      ready, and redraws a view that was drawn before the answer came.
+    """
+    global _PATCHED
+    if _PATCHED:
+        return
+    import plotly
+    from plotly.basewidget import BaseFigureWidget
+
+    original_get_state = BaseFigureWidget.get_state
+
+    original_custom_msg = BaseFigureWidget._handle_custom_msg
+
+    def current_state(self: Any) -> bool:
+        if "_layout_obj" not in self.__dict__ or "_data" not in self.__dict__:
+            return False
+        # written without notification: only the front-end that asks receives it
+        self._trait_values["_widget_data"] = deepcopy(self._data)
+        self._trait_values["_widget_layout"] = deepcopy(self._layout_obj._props)
+        return True
+
+    def get_state(self: Any, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        if key is None:
+            current_state(self)
+        state = original_get_state(self, key=key, drop_defaults=drop_defaults)
+        if key is None and bundle is not None:
+            state[_BUNDLE_ATTRIBUTE] = _bundle_holder(bundle).model_id
+        return state
+
+    def handle_custom_msg(self: Any, content: Any, buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == _RESYNC:
+            if current_state(self):
+                self.send_state(["_widget_data", "_widget_layout"])
+            self.send({"type": _RESYNC})  # after the state: the front-end has it when this arrives
+            return
+        original_custom_msg(self, content, buffers)
+
+    esm = getattr(BaseFigureWidget, "_esm", None)
+    bundle = esm.read_text() if isinstance(esm, Path) else str(esm) if esm is not None else None
+    if bundle is not None and "export" in bundle:
+        BaseFigureWidget._esm = _figure_esm(f"__maze_lab_plotly_widget_{plotly.__version__}")
+    else:
+        bundle = None
+    BaseFigureWidget.get_state = get_state
+    BaseFigureWidget._handle_custom_msg = handle_custom_msg
+    _PATCHED = True
+
+
+# ---- the app ---------------------------------------------------------------------------------------------------------
+_CSS = """<style>
+.maze-lab-app { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; max-width: 1400px; }
+.maze-lab-app .maze-lab-section { border: 1px solid #d5dbe3; border-radius: 6px; padding: 8px 12px; margin: 6px 0;
+  background: #ffffff; }
+.maze-lab-app .maze-lab-section-title { font-size: 15px; font-weight: 600; color: #1b2631; margin: 2px 0 6px 0; }
+.maze-lab-app .maze-lab-note { color: #566573; font-size: 12px; }
+.maze-lab-app .maze-lab-error { background: #fdedec; border-left: 4px solid #c0392b; padding: 6px 10px;
+  color: #641e16; font-size: 13px; white-space: pre-wrap; }
+.maze-lab-app .maze-lab-ok { background: #eafaf1; border-left: 4px solid #27ae60; padding: 6px 10px; color: #145a32;
+  font-size: 13px; }
+.maze-lab-app .maze-lab-runs select { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 12px; }
+</style>"""
+
+_STATUS_COLORS = {"running": "#1e8449", "starting": "#1e8449", "paused": "#b9770e", "stopping": "#b9770e",
+                  "done": "#1f618d", "stopped": "#6c3483", "failed": "#c0392b", "damaged": "#c0392b",
+                  "interrupted": "#6c3483", "deleted": "#7f8c8d"}
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _section(title: str, *children: Any) -> w.VBox:
+    box = w.VBox([w.HTML(f"<div class='maze-lab-section-title'>{_esc(title)}</div>"), *children])
+    box.add_class("maze-lab-section")
+    return box
+
+
+def _message(kind: str, text: str, details: str | None = None) -> str:
+    """HTML of a one-line message (``ok`` or ``error``), with details (a traceback) folded away."""
+    more = (f"<details><summary>details</summary><pre style='white-space:pre-wrap;font-size:11px'>"
+            f"{_esc(details)}</pre></details>") if details else ""
+    return f"<div class='maze-lab-{kind}'>{_esc(text)}{more}</div>"
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _close(widget_owner: Any) -> None:
+    """Close a cockpit, viewer or comparison (its polling and its widgets); never raises."""
+    if widget_owner is None:
+        return
+    with contextlib.suppress(Exception):
+        if hasattr(widget_owner, "close"):
+            widget_owner.close()
+        elif hasattr(widget_owner, "widget"):
+            widget_owner.widget.close()
+
+
+def _start_live(widget_owner: Any) -> None:
+    """Start a widget's polling on the kernel's loop, whatever the widget calls it."""
+    for name in ("start", "_start_polling"):
+        method = getattr(widget_owner, name, None)
+        if callable(method):
+            with contextlib.suppress(Exception):
+                method()
+            return
+
+
+class LabApp:
+    """The Lab app: a new-run form, the cockpit of the current run, the runs of the output directory and what can
+    be opened for them (comparison, trajectories with a rollout button, model graph).
+
+    :param base_dir: the directory of the runs (default: the default location of runs, ``$MAZE_LAB_OUTPUTS`` or
+        ``<project root>/outputs``); new runs go there too.
+    :param refresh_seconds: how often the runs list is re-read on the kernel's event loop.
+    :param config_modules: importable packages with your own config groups (their options join the form's).
+    """
+
+    def __init__(self, base_dir: str | Path | None = None, refresh_seconds: float = 2.0,
+                 config_modules: list[str] | tuple[str, ...] = ()):
+        from maze_lab.run.config import available_options
+        from maze_lab.run.run_dir import default_outputs_dir
+
+        make_plotly_widgets_robust()
+        self.base_dir = Path(base_dir).expanduser().resolve() if base_dir is not None else default_outputs_dir()
+        self.refresh_seconds = float(refresh_seconds)
+        self.config_modules = list(config_modules)
+        self.handle: Any = None
+        """The RunHandle of the run started from the form (None before the first start)."""
+        self.context: Any = None
+        self.cockpit: Any = None
+        self.detail: Any = None
+        """What is open below the runs list: a RunComparison, TrajectoryViewer or ModelGraphView."""
+        self.detail_kind: str | None = None
+        self.runs_table: Any = None
+        self._task: asyncio.Task | None = None
+        self._closed = False
+        self._rollout_task: asyncio.Task | None = None
+        self.ticks = 0
+        self.errors: list[str] = []
+
+        options = available_options(self.config_modules)
+        self.options = options
+
+        # ---- new run form
+        def dropdown(group: str, default: str, description: str) -> w.Dropdown:
+            values = options.get(group) or [default]
+            return w.Dropdown(options=values, value=default if default in values else values[0],
+                              description=description, layout=w.Layout(width="300px"),
+                              style={"description_width": "90px"})
+
+        self.experiment = w.Dropdown(options=[("(none)", "")] + [(o, o) for o in options.get("experiment", [])],
+                                     value="", description="experiment", layout=w.Layout(width="300px"),
+                                     style={"description_width": "90px"})
+        self.env = dropdown("env", "gym_env", "env")
+        self.env_name = w.Text(value="CartPole-v1", description="gym env id", layout=w.Layout(width="300px"),
+                               style={"description_width": "90px"})
+        self.algorithm = dropdown("algorithm", "ppo", "algorithm")
+        self.model = dropdown("model", "flatten_concat", "model")
+        self.wrappers = dropdown("wrappers", "default", "wrappers")
+        self.n_epochs = w.BoundedIntText(value=20, min=1, max=1_000_000, description="n_epochs",
+                                         layout=w.Layout(width="300px"), style={"description_width": "90px"})
+        self.overrides = w.Textarea(placeholder="one key=value per line, e.g.\nalgorithm.lr=0.001\n"
+                                                "algorithm.epoch_length=5\nrunner.concurrency=2",
+                                    description="overrides", layout=w.Layout(width="440px", height="118px"),
+                                    style={"description_width": "70px"})
+        self.start_button = w.Button(description="Start run", icon="play", button_style="success",
+                                     layout=w.Layout(width="130px"), tooltip="train in the background of this app")
+        self.stop_button = w.Button(description="Stop run", icon="stop", button_style="danger",
+                                    layout=w.Layout(width="130px"), disabled=True,
+                                    tooltip="stop the current run after its current update (a checkpoint is written)")
+        self.form_message = w.HTML()
+        self.form_message.add_class("maze-lab-form-message")
+        self.overrides.add_class("maze-lab-overrides")
+        self.n_epochs.add_class("maze-lab-n-epochs")
+        self.start_button.add_class("maze-lab-start")
+        self.stop_button.add_class("maze-lab-stop")
+        self.start_button.on_click(lambda _: self._guarded("start", self.start_run))
+        self.stop_button.on_click(lambda _: self._guarded("stop", self.stop_run))
+        self.env.observe(lambda _: self._guarded("form", self._env_changed), names="value")
+        self._env_changed()
+        form = w.HBox([
+            w.VBox([self.experiment, self.env, self.env_name, self.algorithm]),
+            w.VBox([self.model, self.wrappers, self.n_epochs]),
+            w.VBox([self.overrides]),
+        ], layout=w.Layout(flex_flow="row wrap", grid_gap="8px"))
+        self.form_section = _section("New run", form, w.HBox([self.start_button, self.stop_button],
+                                                               layout=w.Layout(grid_gap="8px")), self.form_message)
+
+        # ---- the current run
+        self.run_status = w.HTML("<span class='maze-lab-note'>no run open: start one above or open one from the "
+                                 "runs below</span>")
+        self.run_status.add_class("maze-lab-run-status")
+        self.cockpit_box = w.VBox()
+        self.cockpit_box.add_class("maze-lab-cockpit")
+        self.run_section = _section("Current run", self.run_status, self.cockpit_box)
+
+        # ---- runs browser
+        self.runs_select = w.SelectMultiple(options=[], rows=8, layout=w.Layout(width="100%"))
+        self.runs_select.add_class("maze-lab-runs")
+        self.runs_note = w.HTML()
+        self.runs_note.add_class("maze-lab-runs-note")
+        self.open_button = w.Button(description="Open in cockpit", icon="line-chart", layout=w.Layout(width="150px"))
+        self.compare_button = w.Button(description="Compare", icon="columns", layout=w.Layout(width="110px"),
+                                       tooltip="overlay the selected runs (select two or more)")
+        self.trajectories_button = w.Button(description="Trajectories", icon="film", layout=w.Layout(width="130px"),
+                                            tooltip="replay the recorded episodes of the selected run")
+        self.graph_button = w.Button(description="Model graph", icon="sitemap", layout=w.Layout(width="130px"))
+        for button, name in ((self.open_button, "open"), (self.compare_button, "compare"),
+                             (self.trajectories_button, "trajectories"), (self.graph_button, "graph")):
+            button.add_class(f"maze-lab-{name}")
+        self.open_button.on_click(lambda _: self._guarded("open", self.open_selected))
+        self.compare_button.on_click(lambda _: self._guarded("compare", self.compare_selected))
+        self.trajectories_button.on_click(lambda _: self._guarded("trajectories", self.trajectories_of_selected))
+        self.graph_button.on_click(lambda _: self._guarded("model graph", self.graph_of_selected))
+        self.runs_message = w.HTML()
+        self.runs_message.add_class("maze-lab-runs-message")
+        self.runs_section = _section(
+            "Runs", self.runs_note, self.runs_select,
+            w.HBox([self.open_button, self.compare_button, self.trajectories_button, self.graph_button],
+                   layout=w.Layout(flex_flow="row wrap", grid_gap="6px")),
+            self.runs_message)
+
+        # ---- what is open for the selected runs
+        self.detail_title = w.HTML()
+        self.detail_close = w.Button(description="close", icon="times", layout=w.Layout(width="90px",
+                                                                                         display="none"))
+        self.detail_close.on_click(lambda _: self._guarded("close", self.close_detail))
+        self.detail_box = w.VBox()
+        self.detail_box.add_class("maze-lab-detail")
+        self.detail_section = _section("Selected runs", w.HBox([self.detail_title, self.detail_close],
+                                                               layout=w.Layout(align_items="center",
+                                                                               grid_gap="12px")),
+                                       self.detail_box)
+        self.detail_section.layout.display = "none"
+
+        header = w.HTML(f"{_CSS}<div style='display:flex;align-items:baseline;gap:14px'>"
+                        f"<span style='font-size:20px;font-weight:700;color:#1b2631'>maze-lab</span>"
+                        f"<span class='maze-lab-note'>runs in <code>{_esc(self.base_dir)}</code></span></div>")
+        # a hidden figure in the page from the start: in voila the first figure whose model opens after the page
+        # loaded (the cockpit's first curve) lost its whole state while the front-end fetched plotly's and
+        # anywidget's code for it, and stayed blank; with their code loaded at page load, later figures come up
+        import plotly.graph_objects as go
+
+        self._plotly_warmup = go.FigureWidget(layout={"height": 20, "width": 20})
+        warmup = w.Box([self._plotly_warmup], layout=w.Layout(display="none"))
+        self.widget = w.VBox([header, self.form_section, self.run_section, self.runs_section, self.detail_section,
+                              warmup])
+        """The whole app (display it)."""
+        self.widget.add_class("maze-lab-app")
+        self._runs_signature: Any = None
+        self.refresh_runs()
+
+    # ---- display and polling -----------------------------------------------------------------------------------
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+        self.start()
+
+    def start(self) -> asyncio.Task | None:
+        """Re-read the runs (and the current run's status) every ``refresh_seconds`` on the kernel's event loop."""
+        if self._closed:
+            return None
+        if self._task is not None and not self._task.done():
+            return self._task
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        self._task = loop.create_task(self._poll())
+        return self._task
+
+    async def _poll(self) -> None:
+        last_list = time.monotonic()
+        while not self._closed:
+            # the open run's status follows about once per second, the runs list every refresh_seconds
+            await asyncio.sleep(min(1.0, self.refresh_seconds))
+            with_list = time.monotonic() - last_list >= self.refresh_seconds - 0.05
+            if with_list:
+                last_list = time.monotonic()
+            self.tick(runs=with_list)
+
+    def tick(self, runs: bool = True) -> None:
+        """One poll: the runs list (unless ``runs`` is False) and the open run's status; never raises."""
+        self.ticks += 1
+        if runs:
+            self._guarded("runs list", self.refresh_runs, quiet=True)
+        self._guarded("status", self._draw_run_status, quiet=True)
+
+    def close(self) -> None:
+        """Stop polling and close the app's widgets (runs started from it go on)."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+        _close(self.cockpit)
+        _close(self.detail)
+        with contextlib.suppress(Exception):
+            self._plotly_warmup.close()
+            self.widget.close()
+
+    def _guarded(self, what: str, fn: Callable[[], Any], quiet: bool = False) -> Any:
+        """Run ``fn``; an error is shown in the app (and kept in :attr:`errors`), never raised."""
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001 - nothing may reach voila: the app shows what went wrong
+            text = f"{what}: {type(err).__name__}: {' '.join(str(err).split())[:600]}"
+            self.errors.append(text)
+            target = self.form_message if what in ("start", "form") else self.runs_message
+            if what in ("stop", "status"):
+                target = self.run_status if what == "status" else self.form_message
+            if not quiet or what in ("runs list", "status"):
+                target.value = _message("error", text, traceback.format_exc())
+            return None
+
+    # ---- new run -----------------------------------------------------------------------------------------------
+    def _env_changed(self) -> None:
+        """A Gymnasium env takes an env id; an env with a model or wrappers option of its own name gets them."""
+        env = self.env.value
+        self.env_name.layout.display = None if env == "gym_env" else "none"
+        if env in self.model.options:
+            self.model.value = env
+        elif env == "gym_env" and "flatten_concat" in self.model.options:
+            self.model.value = "flatten_concat"
+        family = env.split("_", 1)[0]
+        if family in self.wrappers.options and env != "gym_env":
+            self.wrappers.value = family
+        elif env == "gym_env" and "default" in self.wrappers.options:
+            self.wrappers.value = "default"
+
+    def run_arguments(self) -> dict[str, Any]:
+        """The RunContext arguments the form describes (the overrides field's ``group=option`` lines choose
+        components, its ``dotted.key=value`` lines override values)."""
+        from maze_lab.run.config import parse_cli_overrides
+
+        lines = [line.strip() for line in self.overrides.value.splitlines()]
+        lines = [line for line in lines if line and not line.startswith("#")]
+        components, overrides = parse_cli_overrides(lines)
+        experiment = components.pop("experiment", None) or self.experiment.value or None
+        chosen = {"env": self.env.value, "algorithm": self.algorithm.value, "model": self.model.value,
+                  "wrappers": self.wrappers.value}
+        if experiment:
+            # an experiment file chooses its own components; only those the user changed from the defaults win
+            defaults = {"env": "gym_env", "algorithm": "ppo", "model": "flatten_concat", "wrappers": "default"}
+            chosen = {k: v for k, v in chosen.items() if v != defaults[k]}
+        chosen.update(components)
+        values: dict[str, Any] = {}
+        if chosen.get("env", "gym_env" if not experiment else None) == "gym_env" and self.env_name.value.strip():
+            values["env.name"] = self.env_name.value.strip()
+        values["n_epochs"] = int(self.n_epochs.value)
+        values.update(overrides)
+        values["log_base_dir"] = str(self.base_dir)
+        return {**chosen, "overrides": values, "experiment": experiment}
+
+    def start_run(self) -> Any:
+        """Start a run from the form in the background of this kernel and show its cockpit; returns the handle."""
+        from maze_lab.run.run_context import RunContext
+
+        if self.handle is not None and self.handle.running:
+            self.form_message.value = _message("error", f"a run is going on ({self.handle.run_dir.name}); stop it "
+                                                        f"first")
+            return None
+        self.form_message.value = "<span class='maze-lab-note'>composing the configuration …</span>"
+        args = self.run_arguments()
+        context = RunContext(**args, silent=True)
+        handle = context.train_async()
+        self.context, self.handle = context, handle
+        self.form_message.value = _message("ok", f"started {handle.run_dir}")
+        self.stop_button.disabled = False
+        self._show_cockpit(handle, f"{handle.run_dir.parent.name}/{handle.run_dir.name}")
+        self.refresh_runs()
+        return handle
+
+    def stop_run(self) -> None:
+        """Ask the current run to stop after its current update (it writes a checkpoint); returns at once."""
+        if self.handle is None or not self.handle.running:
+            self.form_message.value = _message("error", "no run of this app is going on")
+            return
+        self.handle.stop(timeout=0)
+        self.form_message.value = _message("ok", f"stopping {self.handle.run_dir.name} after its current update")
+        self._draw_run_status()
+
+    # ---- the cockpit ---------------------------------------------------------------------------------------------
+    def _show_cockpit(self, source: Any, label: str) -> None:
+        from maze_lab.widgets.dashboard import TrainingDashboard
+
+        _close(self.cockpit)
+        self.cockpit = None
+        self.cockpit_box.children = ()
+        self._cockpit_label = label
+        self._cockpit_source = source
+        try:
+            cockpit = TrainingDashboard(source)
+        except Exception as err:  # noqa: BLE001 - e.g. a damaged run directory: say so in the app
+            self.run_status.value = _message("error", f"{label}: the cockpit cannot open: {type(err).__name__}: "
+                                                      f"{err}", traceback.format_exc())
+            return
+        self.cockpit = cockpit
+        self.cockpit_box.children = (cockpit.widget,)
+        _start_live(cockpit)
+        self._draw_run_status()
+
+    def _draw_run_status(self) -> None:
+        """The status line of the open run (``status`` classes let a page or a test find it)."""
+        source = getattr(self, "_cockpit_source", None)
+        if source is None:
+            return
+        if hasattr(source, "status") and hasattr(source, "running"):  # a RunHandle
+            status = source.status
+            running = source.running
+            where = source.run_dir
+        else:
+            summary_file = Path(source) / "maze_lab_run.json"
+            try:
+                status = json.loads(summary_file.read_text()).get("status", "unknown")
+            except FileNotFoundError:
+                status = "deleted" if not Path(source).exists() else "created"
+            except (OSError, ValueError):
+                status = "damaged"
+            running = status in ("running", "starting", "paused", "stopping")
+            where = Path(source)
+        checkpoint = (Path(where) / "checkpoints")
+        note = ""
+        if not running and status in ("stopped", "done"):
+            last = sorted(p.name for p in checkpoint.glob("*")) if checkpoint.is_dir() else []
+            note = f" · checkpoints: {', '.join(last)}" if last else ""
+        color = _STATUS_COLORS.get(status, "#1b2631")
+        # the cockpit shows the status itself; here only where it could not open
+        shown = "none" if self.cockpit is not None else "inline"
+        self.run_status.value = (f"<span class='maze-lab-note'>run directory <code>{_esc(where)}</code>{_esc(note)}"
+                                 f"</span> <b class='maze-lab-status' data-status='{_esc(status)}' "
+                                 f"style='color:{color};display:{shown}'>{_esc(status)}</b>")
+        if self.handle is not None and source is self.handle:
+            self.stop_button.disabled = not running
+
+    # ---- runs ------------------------------------------------------------------------------------------------------
+    def refresh_runs(self) -> bool:
+        """Re-read the runs of :attr:`base_dir`; returns whether the list changed. The selection is kept for the
+        runs that are still there."""
+        from maze_lab.run.runs import list_runs
+
+        table = list_runs(self.base_dir)
+        self.runs_table = table
+        rows = [] if table.empty else table.to_dict("records")
+        signature = tuple((r["run_dir"], r["status"], r["epoch"], r["best_eval_reward"]) for r in rows)
+        if signature == self._runs_signature:
+            return False
+        self._runs_signature = signature
+        labels = [(self._run_label(r), r["run_dir"]) for r in rows]
+        selected = [v for v in self.runs_select.value if v in {r["run_dir"] for r in rows}]
+        with self.runs_select.hold_trait_notifications():
+            self.runs_select.options = labels
+            self.runs_select.value = tuple(selected)
+        n = len(rows)
+        self.runs_note.value = (f"<span class='maze-lab-note'>{n} run{'s' if n != 1 else ''} in "
+                                f"<code>{_esc(self.base_dir)}</code> (re-read every {self.refresh_seconds:g} s; "
+                                f"select one or more, ctrl/shift-click for several)</span>" if n else
+                                f"<span class='maze-lab-note'>no runs yet in <code>{_esc(self.base_dir)}</code>: "
+                                f"start one above</span>")
+        if self.detail_kind == "comparison":
+            self._guarded("comparison", self._update_comparison, quiet=True)
+        return True
+
+    def _run_label(self, row: dict[str, Any]) -> str:
+        path = Path(row["run_dir"])
+        try:
+            name = path.relative_to(self.base_dir).as_posix()
+        except ValueError:
+            name = str(path)
+        parts = [f"{name:<40}", f"{str(row.get('status') or '?'):<9}"]
+        parts.append(f"{row.get('algorithm') or '':<6} {row.get('env') or '':<16}")
+        parts.append(f"epoch {_fmt(row.get('epoch')):>4}")
+        parts.append(f"best eval {_fmt(row.get('best_eval_reward')):>7}")
+        if row.get("reason"):
+            parts.append(f"({' '.join(str(row['reason']).split())[:80]})")
+        return "  ".join(parts)
+
+    def selected_runs(self) -> list[Path]:
+        """The selected run directories that still exist."""
+        return [Path(p) for p in self.runs_select.value if Path(p).is_dir()]
+
+    def _one_selected(self, what: str) -> Path | None:
+        runs = self.selected_runs()
+        if len(runs) != 1:
+            self.runs_message.value = _message("error", f"select one run to {what} ({len(runs)} selected)")
+            return None
+        self.runs_message.value = ""
+        return runs[0]
+
+    def open_selected(self) -> None:
+        """Show the selected run in the cockpit (the run started from the form shows its live handle)."""
+        run = self._one_selected("open")
+        if run is None:
+            return
+        if self.handle is not None and Path(self.handle.run_dir) == run:
+            self._show_cockpit(self.handle, f"{run.parent.name}/{run.name}")
+        else:
+            self._show_cockpit(run, f"{run.parent.name}/{run.name}")
+
+    # ---- selected runs: comparison, trajectories, model graph -------------------------------------------------------
+    def _show_detail(self, kind: str, title: str, owner: Any, content: Any) -> None:
+        _close(self.detail)
+        self.detail, self.detail_kind = owner, kind
+        self.detail_title.value = f"<b>{_esc(title)}</b>"
+        self.detail_box.children = (content,)
+        self.detail_close.layout.display = None
+        self.detail_section.layout.display = None
+        if owner is not None:
+            _start_live(owner)
+
+    def close_detail(self) -> None:
+        """Close the comparison, viewer or graph that is open."""
+        _close(self.detail)
+        self.detail, self.detail_kind = None, None
+        self.detail_box.children = ()
+        self.detail_section.layout.display = "none"
+
+    def compare_selected(self) -> None:
+        """Overlay the selected runs (two or more) in a RunComparison."""
+        runs = self.selected_runs()
+        if len(runs) < 2:
+            self.runs_message.value = _message("error", f"select two or more runs to compare ({len(runs)} "
+                                                        f"selected)")
+            return
+        try:
+            from maze_lab.widgets.comparison import RunComparison
+        except ImportError as err:
+            self.runs_message.value = _message("error", f"run comparison is not available in this installation "
+                                                        f"({err})")
+            return
+        self.runs_message.value = ""
+        comparison = RunComparison([str(r) for r in runs])
+        self._show_detail("comparison", f"comparison of {len(runs)} runs", comparison, comparison.widget)
+
+    def _update_comparison(self) -> None:
+        update = getattr(self.detail, "update", None)
+        if callable(update):
+            update()
+
+    def trajectories_of_selected(self) -> None:
+        """The recorded episodes of the selected run in a TrajectoryViewer, with a button that records more."""
+        run = self._one_selected("replay")
+        if run is None:
+            return
+        self._show_trajectories(run)
+
+    def _show_trajectories(self, run: Path, message: str = "") -> None:
+        from maze_lab.core.trajectory.files import list_episodes
+
+        directory = run / "trajectories"
+        episodes = list_episodes(directory) if directory.is_dir() else []
+        n_rollout = w.BoundedIntText(value=1, min=1, max=100, description="episodes", layout=w.Layout(width="160px"),
+                                     style={"description_width": "64px"})
+        record = w.Button(description="Rollout", icon="circle", button_style="warning",
+                          layout=w.Layout(width="110px"),
+                          tooltip="roll out the run's policy (best checkpoint, else last) and record the episodes")
+        record.add_class("maze-lab-rollout")
+        status = w.HTML(message)
+        status.add_class("maze-lab-rollout-message")
+        record.on_click(lambda _: self._guarded("rollout", lambda: self._start_rollout(run, int(n_rollout.value),
+                                                                                        record, status)))
+        controls = w.HBox([n_rollout, record, status], layout=w.Layout(align_items="center", grid_gap="8px"))
+        viewer, content = None, w.HTML(f"<span class='maze-lab-note'>no recorded episodes in "
+                                       f"<code>{_esc(directory)}</code> yet: press Rollout to record some</span>")
+        if episodes:
+            try:
+                from maze_lab.widgets.trajectory_viewer import TrajectoryViewer
+
+                viewer = TrajectoryViewer(directory)
+                content = viewer.widget
+                if viewer.n_episodes > 1:
+                    viewer.select_episode(viewer.n_episodes - 1)  # the newest episode
+            except Exception as err:  # noqa: BLE001 - an unreadable episode file: say so, keep the button
+                content = w.HTML(_message("error", f"the episodes in {directory} cannot be shown: "
+                                                   f"{type(err).__name__}: {err}", traceback.format_exc()))
+        box = w.VBox([controls, content])
+        box.add_class("maze-lab-trajectories")
+        self._show_detail("trajectories", f"trajectories of {run.parent.name}/{run.name} "
+                                          f"({len(episodes)} episode{'s' if len(episodes) != 1 else ''})", viewer, box)
+
+    def _start_rollout(self, run: Path, n_episodes: int, button: w.Button, status: w.HTML) -> None:
+        if self._rollout_task is not None and not self._rollout_task.done():
+            status.value = "<span class='maze-lab-note'>a rollout is going on</span>"
+            return
+        button.disabled = True
+        status.value = f"<span class='maze-lab-note'>rolling out {n_episodes} episode(s) …</span>"
+        loop = asyncio.get_event_loop()
+        self._rollout_task = loop.create_task(self._rollout(run, n_episodes, status))
+
+    async def _rollout(self, run: Path, n_episodes: int, status: w.HTML) -> None:
+        def work() -> float:
+            from maze_lab.run.runs import load_run
+
+            loaded = load_run(run)
+            which = "best" if loaded.directory.best_checkpoint.exists() else "last"
+            result = loaded.rollout(n_episodes=n_episodes, which=which)
+            return float(result.mean_reward)
+
+        started = time.monotonic()
+        try:
+            # a worker thread: the kernel's loop (the cockpit, the runs list, the buttons) keeps going meanwhile
+            reward = await asyncio.get_running_loop().run_in_executor(None, work)
+        except Exception as err:  # noqa: BLE001 - shown next to the button
+            status.value = _message("error", f"rollout failed: {type(err).__name__}: {err}", traceback.format_exc())
+            self._guarded("rollout", lambda: None)
+            return
+        if self._closed:
+            return
+        self._guarded("trajectories", lambda: self._show_trajectories(
+            run, _message("ok", f"recorded {n_episodes} episode(s), mean reward {reward:.4g} "
+                                f"({time.monotonic() - started:.1f} s)")))
+
+    def graph_of_selected(self) -> None:
+        """The model graph of the selected run."""
+        run = self._one_selected("show its model graph")
+        if run is None:
+            return
+        try:
+            from maze_lab.widgets.model_graph import ModelGraphView
+        except ImportError as err:
+            self.runs_message.value = _message("error", f"the model graph view is not available in this "
+                                                        f"installation ({err})")
+            return
+        view = ModelGraphView(str(run))
+        self._show_detail("graph", f"model graph of {run.parent.name}/{run.name}", view, view.widget)
