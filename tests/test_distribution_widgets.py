@@ -114,7 +114,8 @@ def test_finished_cartpole_run(cartpole_dir: Path) -> None:
         view.action_fig.layout.title.text
     # what a front-end connecting now (a VBox's first view, a browser reload, voila) receives is the figure as drawn
     for fig in (view.action_fig, view.obs_fig, view.summary_fig):
-        assert fig._widget_data == fig._data and fig._widget_layout == fig._layout_obj._props
+        state = fig.get_state()  # what a front-end connecting now (a reload, voila) receives
+        assert state["_widget_data"] == fig._data and state["_widget_layout"] == fig._layout_obj._props
     assert view.update() is False  # nothing new: nothing redrawn
     view.close()
 
@@ -168,18 +169,15 @@ def test_live_run_is_followed_and_polling_ends_with_the_run(tmp_path: Path) -> N
 
     async def follow() -> None:
         closed = DistributionsView(handle)
-        closed.poll_seconds = 0.05
-        closed._start_polling()
-        task = closed._task
+        closed.refresh_seconds = 0.05
+        task = closed.start()
         closed.close()  # cancels its task
-        if task is not None:
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        view.poll_seconds = 0.05
-        view._start_polling()
-        if view._task is not None:
-            await asyncio.wait_for(view._task, timeout=300)  # ends by itself once the run ended
-        assert view._task is None
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        view.refresh_seconds = 0.05
+        task = view.start()
+        await asyncio.wait_for(task, timeout=300)  # ends by itself once the run ended
+        assert task.done() and not task.cancelled()
 
     asyncio.run(follow())
     assert handle.wait() == "done"

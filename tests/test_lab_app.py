@@ -282,12 +282,11 @@ _JUPYTER_NOTEBOOK_CELLS = [
 @pytest.mark.browser
 def test_figures_render_in_jupyterlab_and_after_a_reload(tmp_path: Path, finished_run: Path) -> None:
     """Figures filled after they were made show their current data in JupyterLab, after a reload and in a re-opened
-    notebook, with ``make_plotly_widgets_robust()`` called (the Lab app calls it)."""
+    notebook: importing ``maze_lab.widgets`` (as any notebook using a widget does) makes plotly's figures robust."""
     _skip_without_browser()
     import nbformat
 
-    cells = [f"from maze_lab.widgets.lab_app import make_plotly_widgets_robust\nmake_plotly_widgets_robust()\n"
-             f"RUN_DIR = {str(finished_run)!r}"]
+    cells = [f"import maze_lab.widgets\nRUN_DIR = {str(finished_run)!r}"]
     cells += [textwrap.dedent(c).strip() for c in _JUPYTER_NOTEBOOK_CELLS]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     notebook.metadata["kernelspec"] = {"name": "maze-lab", "display_name": "maze-lab", "language": "python"}

@@ -78,7 +78,8 @@ def test_cartpole_run_directory(cartpole: RunContext) -> None:
     view.role_select.value = "critic"
     assert "critic 0" in fig.layout.title.text and fig.data[1] is nodes and fig.data[0] is edges
     assert any("value" in t for t in fig.data[1].text)
-    assert fig._widget_data == fig._data and fig._widget_layout == fig._layout_obj._props  # what a reload receives
+    state = fig.get_state()  # what a front-end connecting now (a reload, voila) receives
+    assert state["_widget_data"] == fig._data and state["_widget_layout"] == fig._layout_obj._props
     assert view.update() is False
     view.close()
 
@@ -126,11 +127,10 @@ def test_live_run_and_polling(tmp_path: Path) -> None:
     assert view.update() in (True, False)
 
     async def follow() -> None:
-        view.poll_seconds = 0.05
-        view._start_polling()
-        if view._task is not None:
-            await asyncio.wait_for(view._task, timeout=300)  # ends by itself once the run ended
-        assert view._task is None
+        view.refresh_seconds = 0.05
+        task = view.start()
+        await asyncio.wait_for(task, timeout=300)  # ends by itself once the run ended
+        assert task.done() and not task.cancelled()
 
     asyncio.run(follow())
     assert handle.wait() == "done"

@@ -233,7 +233,8 @@ def test_awaiting_a_run_keeps_the_event_loop_and_widgets_working(kernel: Kernel)
     kernel.ok("import asyncio, ipywidgets\nticks = []\n"
               "async def ticker():\n    while True:\n        ticks.append(1)\n        await asyncio.sleep(0.05)\n"
               "rc4 = RunContext(overrides=TINY, silent=True)\nh4 = rc4.train_async(0)\n"
-              "stop_button = ipywidgets.Button(description='stop')\nstop_button.on_click(lambda _: h4.stop(timeout=0))\n"
+              "stop_button = ipywidgets.Button(description='stop')\n"
+              "stop_button.on_click(lambda _: h4.stop(timeout=0))\n"
               "task = asyncio.get_event_loop().create_task(ticker())")
     comm_id = kernel.value("stop_button.model_id")
     kernel.wait_for("h4.progress['epoch'] >= 1")

@@ -30,3 +30,18 @@ def _import_jsonschema_without_iri_grammar() -> None:
 
 
 _import_jsonschema_without_iri_grammar()
+
+
+def _robust_figures() -> None:
+    import warnings
+
+    try:
+        from maze_lab.widgets.plotly_widgets import make_plotly_widgets_robust
+
+        make_plotly_widgets_robust()
+    except Exception as err:  # noqa: BLE001 - a plotly version this was not made for: plain FigureWidgets
+        warnings.warn(f"maze-lab could not prepare plotly's FigureWidget for reloads and voila ({err!r}); figures "
+                      f"may come up empty after a browser reload", stacklevel=2)
+
+
+_robust_figures()

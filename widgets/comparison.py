@@ -9,7 +9,6 @@ a damaged, deleted, failed or still-running run is listed with its status and ne
 
 from __future__ import annotations
 
-import asyncio
 import html
 import math
 from collections.abc import Iterable, Mapping
@@ -23,6 +22,7 @@ import plotly.graph_objects as go
 from maze_lab.run.run_dir import MARKER
 from maze_lab.run.runs import differing_params, find_run_dirs, flatten_config
 from maze_lab.widgets.sources import RunSource
+from maze_lab.widgets.view import PollingView
 
 DEFAULT_STATISTICS = ("eval/BaseEnvEvents/reward/mean", "train/BaseEnvEvents/reward/mean")
 """Shown until the user picks others (where the runs have them)."""
@@ -110,7 +110,7 @@ def _number(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-class RunComparison:
+class RunComparison(PollingView):
     """Runs overlaid on chosen statistics, a table of their final and best metrics with the hyperparameters that
     differ, and a parallel-coordinates view of those hyperparameters against a metric.
 
@@ -133,8 +133,6 @@ class RunComparison:
         self._grid_context: Any = None
         self.grid_keys: list[str] = []
         self._entries: dict[str, _Entry] = {}
-        self._task: asyncio.Task | None = None
-        self._closed = False
         self._chosen: list[str] = list(statistics) if statistics is not None else []
         self._user_chose = statistics is not None
         self._signature: Any = None
@@ -568,40 +566,12 @@ class RunComparison:
         return (self.base_dir is not None or self._grid_context is not None
                 or any(self._status(e) not in _FINAL for e in self._entries.values()))
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-        if self.live and self._task is None:
-            self.start()
-
-    def start(self) -> None:
-        """Call :meth:`update` on the kernel's event loop every ``refresh_seconds`` while anything may change."""
-        if self._task is not None and not self._task.done():
-            return
-        self._task = asyncio.get_event_loop().create_task(self._poll())
-
-    def stop(self) -> None:
-        """Stop the periodic updates."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def _poll(self) -> None:
-        while not self._closed:
-            await asyncio.sleep(self.refresh_seconds)
-            self.update()
-            if not self.live:
-                break
-
     def close(self) -> None:
-        """Stop updating and close the widgets."""
-        self.stop()
-        self._closed = True
+        """Stop updating and close the widgets (figures of statistics no longer shown too)."""
+        super().close()
         for fig in self._figures.values():
             fig.close()
         self.parcoords.close()
-        self.widget.close()
 
 
 _STATUS_COLOURS = {"done": "#1e8449", "stopped": "#7d6608", "running": "#1f618d", "paused": "#1f618d",

@@ -14,7 +14,6 @@ never reaches the run. Other views join as tabs with :meth:`TrainingDashboard.ad
 
 from __future__ import annotations
 
-import asyncio
 import html
 import time
 from collections import deque
@@ -28,6 +27,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from maze_lab.widgets.sources import RunSource
+from maze_lab.widgets.view import PollingView
 
 STATUS_COLORS = {"starting": "#6e7781", "created": "#6e7781", "running": "#1a7f37", "paused": "#9a6700",
                  "stopping": "#9a6700", "done": "#0969da", "stopped": "#57606a", "failed": "#cf222e",
@@ -159,7 +159,7 @@ class _CockpitBox(w.VBox):
         super().close()
 
 
-class TrainingDashboard:
+class TrainingDashboard(PollingView):
     """The run cockpit: status, progress, controls and curves of a live, finished or failed run.
 
     :param source: a RunHandle (live and controllable), a RunContext, a LoadedRun, a StatsStore or the path of a
@@ -170,8 +170,6 @@ class TrainingDashboard:
     def __init__(self, source: Any, refresh_seconds: float = 1.0):
         self.source = RunSource(source)
         self.refresh_seconds = float(refresh_seconds)
-        self._task: asyncio.Task | None = None
-        self._closed = False
         self._seen: tuple[int, str] | None = None
         self._series: dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]] = {}
         self._prefixes: list[str] = []
@@ -245,60 +243,13 @@ class TrainingDashboard:
         self.widget = _CockpitBox(self.close, children=[self.header, self.tabs])
         self.refresh(force=True)
 
-    # ---- display and polling -----------------------------------------------------------------------------------
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    # ---- polling (see PollingView) ------------------------------------------------------------------------------
+    def update(self, force: bool = False) -> bool:
+        """Take in new statistics, redraw what changed and update the tabs (what each poll does)."""
+        return self.refresh(force=force)
 
-        display(self.widget)
-        if self.source.live:
-            self.start()
-
-    @property
-    def task(self) -> asyncio.Task | None:
-        """The polling task (None before :meth:`start`)."""
-        return self._task
-
-    def start(self) -> asyncio.Task | None:
-        """Poll on the kernel's event loop every ``refresh_seconds`` until the run has ended (and was drawn once
-        more) or the cockpit is closed; returns the task (the running one where polling already goes on)."""
-        if self._closed:
-            return None
-        if self._task is not None and not self._task.done():
-            return self._task
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop running in this thread (a script): the task runs once the loop does
-            loop = asyncio.get_event_loop_policy().get_event_loop()
-        self._task = loop.create_task(self._poll())
-        return self._task
-
-    def stop_updates(self) -> None:
-        """Stop polling (the run goes on; :meth:`start` polls again)."""
-        if self._task is not None:
-            self._task.cancel()
-
-    async def _poll(self) -> None:
-        while not self._closed:
-            try:
-                live = bool(self.source.live)
-            except Exception as err:  # noqa: BLE001 - keep polling: the next look may succeed
-                self._show_error("reading the run", err)
-                live = True
-            self.tick(force=not live)
-            if not live:
-                return  # the run has ended and was drawn after it ended
-            await asyncio.sleep(self.refresh_seconds)
-
-    def tick(self, force: bool = False) -> bool:
-        """One poll: take in new statistics, redraw what changed and update the tabs; never raises (an error is
-        shown in the cockpit). Returns whether the curves were redrawn."""
-        self.ticks += 1
-        try:
-            redrawn = self.refresh(force=force)
-        except Exception as err:  # noqa: BLE001 - a broken drawing must never disturb the run
-            self._show_error("cockpit", err)
-            redrawn = False
-        return redrawn
+    def _poll_error(self, what: str, err: BaseException) -> None:
+        self._show_error("cockpit" if what == "drawing" else what, err)
 
     def close(self) -> None:
         """Stop polling, close the tabs' views and every widget of the cockpit."""

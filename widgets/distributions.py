@@ -24,14 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from maze_lab.widgets.model_graph import (
-    _natural,
-    _Polling,
-    _run_of,
-    close_tree,
-    read_run_graphs,
-    sync_figure_state,
-)
+from maze_lab.widgets.model_graph import _natural, _run_of, read_run_graphs
+from maze_lab.widgets.view import PollingView
 
 ACTION_TOPICS = {"DiscreteActionEvents": "discrete", "ContinuousActionEvents": "continuous",
                  "MultiBinaryActionEvents": "multi-binary"}
@@ -334,7 +328,7 @@ def _live_spaces(run: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, int], 
     return shapes, ranges, multi
 
 
-class DistributionsView(_Polling):
+class DistributionsView(PollingView):
     """Action and observation distributions of a run per epoch, policy key and head / observation key.
 
     :param source: a RunHandle, RunContext, LoadedRun, StatsStore or run directory (see ``RunSource``).
@@ -558,7 +552,6 @@ class DistributionsView(_Polling):
             if observations:
                 self._sync_dims()
                 self._draw_observations()
-            sync_figure_state(self.action_fig, self.obs_fig, self.summary_fig)
         except Exception as err:  # noqa: BLE001 - shown, never raised into a callback or the poller
             self._show_error(err)
 
@@ -765,12 +758,6 @@ class DistributionsView(_Polling):
                     trace.y = stats["min"].tolist() + [None] + stats["max"].tolist()
             fig.layout.title.text = (f"Every dimension of {self._option_label('observation', label)} — {prefix}, "
                                      f"epoch {epoch}: mean ± std, min and max")
-
-    def close(self) -> None:
-        """Stop polling and close the widgets."""
-        self._stop_polling()
-        close_tree(self.widget)
-
 
 class _suppress:
     """Swallow any error (drawing a header must not raise from a finally)."""

@@ -9,7 +9,6 @@ and executes nothing: cells are numbers, booleans, text, or JSON lists and mappi
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import html
 import io
@@ -21,6 +20,8 @@ from typing import Any
 import ipywidgets as w
 import numpy as np
 import plotly.graph_objects as go
+
+from maze_lab.widgets.view import PollingView
 
 MAX_EVENT_LOG_BYTES = 64 * 1024**2
 """Largest event log file read by default: about two million events, read in a few seconds (pass ``max_bytes``
@@ -244,7 +245,7 @@ def _root_of(source: Any) -> tuple[Path, Any]:
     return run.run_dir / "event_logs", run
 
 
-class EventLogExplorer:
+class EventLogExplorer(PollingView):
     """The raw event logs of a run (``<run>/event_logs/<env>/``), a rollout or a plain folder of TSV files.
 
     Each folder holding ``*.tsv`` files is one log (``train_0``, ``eval_0``, ``rollout_0``, or ``.`` for files
@@ -262,7 +263,6 @@ class EventLogExplorer:
     def __init__(self, source: Any, max_bytes: int = MAX_EVENT_LOG_BYTES, refresh_seconds: float = 2.0):
         self.max_bytes = int(max_bytes)
         self.refresh_seconds = refresh_seconds
-        self._task: asyncio.Task | None = None
         given = Path(source) if isinstance(source, str | Path) else None
         self._single_file = given if given is not None and given.is_file() else None
         if self._single_file is not None:
@@ -271,7 +271,6 @@ class EventLogExplorer:
             self.root, self.run = _root_of(source)
         self._files: dict[str, dict[str, Path]] = {}
         self._cache: dict[Path, tuple[tuple[int, int], Any]] = {}
-        self._closed = False
         self._syncing = False
         self._drawn: Any = None
         self._attributes_of: Any = None
@@ -581,40 +580,6 @@ class EventLogExplorer:
     def live(self) -> bool:
         """Whether the run may still write events (a run directory or run object whose run is going)."""
         return self.run is not None and self.run.live
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-        if self.live:
-            self.start()
-
-    def start(self) -> None:
-        """Call :meth:`update` on the kernel's event loop every ``refresh_seconds`` while the run is going."""
-        if self._task is not None and not self._task.done():
-            return
-        self._task = asyncio.get_event_loop().create_task(self._poll())
-
-    def stop(self) -> None:
-        """Stop the periodic updates."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def _poll(self) -> None:
-        while not self._closed:
-            await asyncio.sleep(self.refresh_seconds)
-            going = self.live
-            self.update()
-            if not going:
-                break  # one last look after the run ended
-
-    def close(self) -> None:
-        """Stop updating and close the widgets (the files stay as they are)."""
-        self.stop()
-        self._closed = True
-        self.figure.close()
-        self.widget.close()
 
 
 _TABLE_CSS = ("<style>.maze-lab-events{border-collapse:collapse}.maze-lab-events td,.maze-lab-events th{"

@@ -8,13 +8,14 @@ has no drawings yet and trains in this kernel, the graphs are taken from its liv
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from maze_lab.widgets.view import PollingView
 
 MAX_GRAPH_BYTES = 4 * 1024 * 1024
 """A model drawing larger than this is not read (the drawings of real models are a few dozen kB)."""
@@ -287,50 +288,7 @@ def _run_of(source: Any) -> Any:
 
 
 # ---- the view ------------------------------------------------------------------------------------------------------
-class _Polling:
-    """Redraw about once per second on the kernel's event loop while the source is live; ``close`` cancels it."""
-
-    poll_seconds = 1.0
-    _task: asyncio.Task | None = None
-    _closed = False
-
-    def _start_polling(self) -> None:
-        if self._task is not None or self._closed or not self.source.live:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # called from a cell: the kernel's loop is set but not running in this frame
-            try:
-                loop = asyncio.get_event_loop()
-            except RuntimeError:
-                return
-        self._task = loop.create_task(self._poll())
-
-    async def _poll(self) -> None:
-        try:
-            while not self._closed:
-                await asyncio.sleep(self.poll_seconds)
-                live = self.source.live
-                self.update()
-                if not live:  # one last draw after the run ended, then stop
-                    return
-        finally:
-            self._task = None
-
-    def _stop_polling(self) -> None:
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-        self._start_polling()
-
-
-class ModelGraphView(_Polling):
+class ModelGraphView(PollingView):
     """The policy and critic graphs of a run per policy key: zoom and pan (plotly), details on hover and click.
 
     :param source: a RunHandle, RunContext, LoadedRun, StatsStore or run directory (see ``RunSource``).
@@ -487,7 +445,6 @@ class ModelGraphView(_Polling):
                 fig.layout.title.text = "no model graph" if not self.graphs else "no graph for this selection"
                 self._node_ids = []
             if g is None:
-                sync_figure_state(fig)
                 return
             ex: list[float | None] = []
             ey: list[float | None] = []
@@ -511,7 +468,6 @@ class ModelGraphView(_Polling):
             fig.layout.height = int(min(900, max(360, height * 1.15 + 80)))
             fig.layout.xaxis.range = None
             fig.layout.yaxis.range = None
-        sync_figure_state(fig)
         self.details.value = self._details_html(None)
 
     @staticmethod
@@ -556,34 +512,6 @@ class ModelGraphView(_Polling):
                 if text is None else "<br>".join(html.escape(line) for line in text.splitlines()))
         return f"<div style='padding:8px;border-left:3px solid #2b5797'><b>details</b><br>{body}</div>"
 
-    def close(self) -> None:
-        """Stop polling and close the widgets."""
-        self._stop_polling()
-        close_tree(self.widget)
-
-
-def sync_figure_state(*figures: Any) -> None:
-    """Make the state a front-end receives when it connects (the first view in a container, a browser reload, voila)
-    the figure as it is now.
-
-    A plotly FigureWidget sends later changes as transient messages and syncs its whole state only when created and
-    when displayed on its own; shown inside a VBox, or re-opened after a reload, it came up as it was when created
-    (empty axes). This copies the current traces and layout into the synced state after each redraw.
-    """
-    from copy import deepcopy
-
-    for fig in figures:
-        if hasattr(fig, "_widget_data") and hasattr(fig, "_layout_obj"):
-            fig._widget_layout = deepcopy(fig._layout_obj._props)
-            fig._widget_data = deepcopy(fig._data)
-
-
-def close_tree(widget: Any) -> None:
-    """Close a widget and the widgets it contains (only those: ``Widget.close_all`` would close every widget)."""
-    for child in getattr(widget, "children", ()) or ():
-        close_tree(child)
-    with contextlib.suppress(Exception):
-        widget.close()
 
 
 def _natural(text: str) -> tuple:

@@ -1,0 +1,189 @@
+"""plotly FigureWidgets that come up with their current data every time: in voila, in a re-opened notebook, after
+a browser reload, and when many figures open at once. :func:`make_plotly_widgets_robust` is applied when
+``maze_lab.widgets`` is imported.
+"""
+
+from __future__ import annotations
+
+import json
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as w
+
+_PATCHED = False
+
+
+_RESYNC = "maze_lab_figure_state"
+"""The custom message a figure's front-end sends once it is ready, and the kernel's answer after the state."""
+
+
+_BUNDLE_ATTRIBUTE = "_maze_lab_bundle"
+"""The state key through which a figure names the widget that carries plotly's code."""
+
+
+def _figure_esm(key: str) -> str:
+    """The small anywidget module of every figure: plotly's widget code comes once per page from one widget
+    (see :func:`make_plotly_widgets_robust`) and is evaluated once; a figure's start (what anywidget gives 2 s)
+    does not wait for it, only its drawing does. Once a figure is set up it asks the kernel for the figure as it is
+    now, and redraws the views that were drawn from an older state."""
+    return f"""const KEY = {json.dumps(key)};
+function plotlyWidget(model) {{
+  if (!globalThis[KEY]) {{
+    globalThis[KEY] = (async () => {{
+      const id = model.get({json.dumps(_BUNDLE_ATTRIBUTE)});
+      let holder = null;
+      for (let i = 0; i < 300 && !holder; i++) {{
+        try {{
+          holder = await model.widget_manager.get_model(id);
+        }} catch (err) {{
+          await new Promise((resolve) => setTimeout(resolve, 100));  // not restored yet
+        }}
+      }}
+      if (!holder) throw new Error("[maze-lab] plotly's widget code did not arrive (model " + id + ")");
+      const url = URL.createObjectURL(new Blob([holder.get("source")], {{ type: "text/javascript" }}));
+      return import(url);
+    }})().catch((err) => {{
+      delete globalThis[KEY];
+      throw err;
+    }});
+  }}
+  return globalThis[KEY];
+}}
+export default () => {{
+  let setup = null;
+  let fresh = false;
+  const views = new Set();
+  return {{
+    initialize(ctx) {{
+      // changes the kernel sent before this figure was set up were not applied: ask for the current figure and
+      // redraw the views drawn before the answer came; asked again while unanswered (an ask sent while the model
+      // is still being set up can get lost)
+      ctx.model.on("msg:custom", (msg) => {{
+        if (!msg || msg.type !== {json.dumps(_RESYNC)} || fresh) return;
+        fresh = true;
+        for (const view of views) view.redraw();
+        views.clear();
+      }});
+      setup = plotlyWidget(ctx.model).then((shared) => {{
+        const inner = shared.default();
+        inner.initialize(ctx);
+        let asks = 0;
+        const ask = () => {{
+          if (fresh || asks++ >= 20) return;
+          try {{
+            ctx.model.send({{ type: {json.dumps(_RESYNC)} }});
+          }} catch (err) {{
+            console.debug("[maze-lab] asking for the figure's state:", err);
+          }}
+          setTimeout(ask, 1000);
+        }};
+        ask();
+        return inner;
+      }});
+    }},
+    async render(ctx) {{
+      const inner = await setup;
+      const view = {{
+        cleanup: inner.render(ctx),
+        redraw() {{
+          if (typeof view.cleanup === "function") view.cleanup();
+          ctx.el.replaceChildren();
+          view.cleanup = inner.render(ctx);
+        }},
+      }};
+      if (!fresh) views.add(view);
+      return () => {{
+        views.delete(view);
+        if (typeof view.cleanup === "function") view.cleanup();
+      }};
+    }},
+  }};
+}};
+"""
+
+
+_BUNDLE_HOLDER: Any = None
+
+
+def _bundle_holder(source: str) -> Any:
+    """The one widget of this kernel that carries plotly's widget code to the front-end."""
+    global _BUNDLE_HOLDER
+    if _BUNDLE_HOLDER is None or getattr(_BUNDLE_HOLDER, "comm", None) is None:
+        import traitlets
+
+        class PlotlyCode(w.Widget):
+            """plotly's widget code, sent once for all figures (no view)."""
+
+            source = traitlets.Unicode().tag(sync=True)
+
+        _BUNDLE_HOLDER = PlotlyCode(source=source)
+    return _BUNDLE_HOLDER
+
+
+def make_plotly_widgets_robust() -> None:
+    """Make every plotly FigureWidget created afterwards come up with its current data in voila, in a re-opened
+    notebook and after a browser reload (idempotent).
+
+    Two things made figures blank:
+
+    - A FigureWidget sends later changes (new traces, new points) as transient messages and keeps its synced state
+      (``_widget_data``, ``_widget_layout``) as it was when it was created. A front-end that connects later (voila,
+      which renders after the notebook ran; JupyterLab after a reload) asks the kernel for the state and gets the
+      figure as created: empty axes. Here the full state is brought up to date whenever it is asked for (nothing
+      more is sent while the figure updates).
+    - Each FigureWidget carries plotly's whole widget bundle (about 5 MB of JavaScript) as its anywidget module, and
+      every figure's module is evaluated separately; anywidget gives a model 2 s to load its module. A page that
+      opens several figures at once (a reload, voila, a cockpit) misses that deadline on a busy machine:
+      "[anywidget] Failed to initialize model" and blank figures. Here one hidden widget carries the bundle once,
+      the figures carry a small module that evaluates it once per page, and a figure's start does not wait for it
+      (only its drawing does).
+    - Changes sent while a figure's module was still loading (a figure made and filled in one go, as the cockpit
+      does) reach the front-end before plotly's code listens for them and are lost: the figure stays as created
+      ("4 of 5 figures came up as empty axes"). Here a figure's front-end asks for the current state once it is
+      ready, and redraws a view that was drawn before the answer came.
+    """
+    global _PATCHED
+    if _PATCHED:
+        return
+    import plotly
+    from plotly.basewidget import BaseFigureWidget
+
+    original_get_state = BaseFigureWidget.get_state
+
+    original_custom_msg = BaseFigureWidget._handle_custom_msg
+
+    def current_state(self: Any) -> bool:
+        if "_layout_obj" not in self.__dict__ or "_data" not in self.__dict__:
+            return False
+        # written without notification: only the front-end that asks receives it
+        self._trait_values["_widget_data"] = deepcopy(self._data)
+        self._trait_values["_widget_layout"] = deepcopy(self._layout_obj._props)
+        return True
+
+    def get_state(self: Any, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        if key is None:
+            current_state(self)
+        state = original_get_state(self, key=key, drop_defaults=drop_defaults)
+        if key is None and bundle is not None:
+            state[_BUNDLE_ATTRIBUTE] = _bundle_holder(bundle).model_id
+        return state
+
+    def handle_custom_msg(self: Any, content: Any, buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == _RESYNC:
+            if current_state(self):
+                self.send_state(["_widget_data", "_widget_layout"])
+            self.send({"type": _RESYNC})  # after the state: the front-end has it when this arrives
+            return
+        original_custom_msg(self, content, buffers)
+
+    esm = getattr(BaseFigureWidget, "_esm", None)
+    bundle = esm.read_text() if isinstance(esm, Path) else str(esm) if esm is not None else None
+    if bundle is not None and "export" in bundle:
+        BaseFigureWidget._esm = _figure_esm(f"__maze_lab_plotly_widget_{plotly.__version__}")
+    else:
+        bundle = None
+    BaseFigureWidget.get_state = get_state
+    BaseFigureWidget._handle_custom_msg = handle_custom_msg
+    _PATCHED = True
