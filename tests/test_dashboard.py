@@ -215,6 +215,18 @@ def test_a_finished_run_directory(tmp_path: Path):
     _assert_curves_match(dash, store)
     html_page = dash.to_html(tmp_path / "cockpit.html").read_text()
     assert "episode reward" in html_page and "done" in html_page
+    # the distributions and the model graph are tabs, built when first selected
+    titles = [dash.tabs.get_title(i) for i in range(len(dash.tabs.children))]
+    assert titles == ["Curves", "Distributions", "Model"] and dash.views == {}
+    dists = dash.open_tab("Distributions")
+    assert dash.tabs.children[1].children == (dists.widget,)
+    samples = store.samples(topic="DiscreteActionEvents", epoch=1)
+    train = next(s for s in samples if s[1] == "train")
+    counts = dists.action_counts(1, train[4], prefix="train")
+    assert sum(counts.values()) == len(train[5]) and counts[0] == int(np.sum(train[5] == 0))
+    model = dash.open_tab("Model")
+    assert set(model.graphs) == {"policy_0", "critic_0"}
+    dash.close()
 
 
 def _exploding_factory(at: int):

@@ -167,7 +167,7 @@ class TrainingDashboard(PollingView):
     :param refresh_seconds: how often the kernel's event loop looks for new statistics while the run is live.
     """
 
-    def __init__(self, source: Any, refresh_seconds: float = 1.0):
+    def __init__(self, source: Any, refresh_seconds: float = 1.0, tabs: Any = ("Distributions", "Model")):
         self.source = RunSource(source)
         self.refresh_seconds = float(refresh_seconds)
         self._seen: tuple[int, str] | None = None
@@ -241,6 +241,10 @@ class TrainingDashboard(PollingView):
                              picker_box, self.picker_panel, self.curves, self.empty_html, self.tabs.children[0],
                              self.tabs]
         self.widget = _CockpitBox(self.close, children=[self.header, self.tabs])
+        self._lazy: dict[int, tuple[str, Any]] = {}
+        self.tabs.observe(self._open_lazy_tab, names="selected_index")
+        for title in tabs:
+            self.add_lazy_tab(title, _STANDARD_TABS[title])
         self.refresh(force=True)
 
     # ---- polling (see PollingView) ------------------------------------------------------------------------------
@@ -288,9 +292,43 @@ class TrainingDashboard(PollingView):
         self._guarded(view.update, title)
         return view
 
+    def add_lazy_tab(self, title: str, make_view: Any) -> None:
+        """A tab whose view is built by ``make_view(source)`` when the tab is first selected (opening the cockpit
+        stays fast); then it is updated like a view of :meth:`add_tab`."""
+        placeholder = w.VBox([w.HTML(f"<i>{title}: opens when this tab is selected</i>")])
+        self._own_widgets.append(placeholder)
+        self.tabs.children = (*self.tabs.children, placeholder)
+        index = len(self.tabs.children) - 1
+        self.tabs.set_title(index, title)
+        self._lazy[index] = (title, make_view)
+
+    def _open_lazy_tab(self, change: dict) -> None:
+        entry = self._lazy.pop(change["new"], None) if change.get("new") is not None else None
+        if entry is None or self._closed:
+            return
+        title, make_view = entry
+        placeholder = self.tabs.children[change["new"]]
+        try:
+            view = make_view(self.source)
+        except Exception as err:  # noqa: BLE001 - shown in the tab, the cockpit goes on
+            placeholder.children = (w.HTML(f"<span style='color:#b91c1c'>{title} could not be opened: "
+                                           f"{type(err).__name__}: {err}</span>"),)
+            return
+        self._views.append((title, view))
+        placeholder.children = (view.widget,)
+        self._guarded(lambda: view.update(force=True), title)
+
+    def open_tab(self, title: str) -> Any:
+        """Select a tab by title (building its view if it is a lazy one); returns its view (None for Curves)."""
+        titles = [self.tabs.get_title(i) for i in range(len(self.tabs.children))]
+        if title not in titles:
+            raise KeyError(f"no tab {title!r}; tabs: {titles}")
+        self.tabs.selected_index = titles.index(title)
+        return self.views.get(title)
+
     @property
     def views(self) -> dict[str, Any]:
-        """The views added with :meth:`add_tab`, by title."""
+        """The views added with :meth:`add_tab` (and lazy tabs once opened), by title."""
         return dict(self._views)
 
     # ---- refresh ---------------------------------------------------------------------------------------------
@@ -662,6 +700,22 @@ class TrainingDashboard(PollingView):
         path.write_text(f"<html><head><meta charset='utf-8'><title>{html.escape(self.source.name)}</title></head>"
                         f"<body><div>{header}</div>{''.join(parts)}</body></html>", encoding="utf-8")
         return path
+
+
+def _distributions(source: Any) -> Any:
+    from maze_lab.widgets.distributions import DistributionsView
+
+    return DistributionsView(source)
+
+
+def _model(source: Any) -> Any:
+    from maze_lab.widgets.model_graph import ModelGraphView
+
+    return ModelGraphView(source)
+
+
+_STANDARD_TABS = {"Distributions": _distributions, "Model": _model}
+"""The views a cockpit shows as tabs by default (built when first selected)."""
 
 
 def _aligned(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
