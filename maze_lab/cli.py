@@ -298,9 +298,20 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"\nmaze-lab sweep: interrupted; the runs so far are under {rc.config.log_base_dir} (maze-lab runs)",
               file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - every run failed: one line, the run directories say `failed`
+        where = ", ".join(str(path) for path, _ in rc.failures[:3]) + (" ..." if len(rc.failures) > 3 else "")
+        _report(args, err, f" (every run of the sweep failed; run directories {where or 'none made'}, marked "
+                           f"failed)")
+        return EXIT_BAD_INPUT if isinstance(err, (ValueError, *_bad_input_types())) else 1
     columns = [*rc.grid_keys, "status", "epoch", "env_steps", "best_eval_reward", "last_eval_reward",
                "final_train_reward", "run_dir"]
     print(table[[c for c in columns if c in table.columns]].to_string(index=False))
+    for path, err in rc.failures:
+        print(f"maze-lab sweep: run {path} failed: {_one_line(err)[:500]}", file=sys.stderr)
+    if rc.failures:
+        print(f"maze-lab sweep: {len(rc.failures)} of {len(table)} runs failed (their maze_lab_run.json holds the "
+              f"traceback)", file=sys.stderr)
+        return 1
     return 0
 
 

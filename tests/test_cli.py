@@ -153,6 +153,28 @@ def test_runs_lists_the_run_directories(trained: tuple, swept: subprocess.Comple
     assert sum("PPOAlgorithmConfig" in line for line in lines) == 3
 
 
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_sweep_whose_every_run_fails_says_so_in_one_line(tmp_path: Path, jobs: str) -> None:
+    proc = maze_lab("sweep", "algorithm.lr=0.001,0.002", "env.name=NoSuchEnv-v0", *TINY, "--jobs", jobs, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr  # a value the runs cannot use: bad input, as for `maze-lab train`
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("maze-lab sweep: error:")]
+    assert len(errors) == 1 and "'NoSuchEnv-v0' is not a registered Gymnasium env" in errors[0]
+    assert "every run of the sweep failed" in errors[0]
+    summaries = [json.loads(p.read_text()) for p in (tmp_path / "outputs").rglob("maze_lab_run.json")]
+    assert len(summaries) == 2 and {s["status"] for s in summaries} == {"failed"}
+
+
+def test_a_sweep_goes_on_past_a_failed_run(tmp_path: Path) -> None:
+    proc = maze_lab("sweep", "env.name=CartPole-v1,NoSuchEnv-v0", *TINY, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    rows = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()[3:] if line.strip()}
+    assert rows == {"CartPole-v1": "done", "NoSuchEnv-v0": "failed"}
+    assert "Traceback" not in proc.stderr
+    assert "maze-lab sweep: 1 of 2 runs failed" in proc.stderr and "NoSuchEnv-v0" in proc.stderr
+
+
 def test_run_executes_a_notebook_into_a_run_directory(tmp_path: Path) -> None:
     proc = maze_lab("run", str(REPO / "notebooks" / "train.ipynb"), "-p", "n_epochs", "2", "-p", "epoch_length", "2",
                     "-p", "overrides", "{algorithm.n_rollout_steps: 16, algorithm.eval_repeats: 1}",

@@ -107,6 +107,8 @@ class RunContext:
             if self._requested_run_dir is not None and not multirun else "none"
         self._run: _Run | None = None
         self.runs: list[_Run] = []
+        self.failures: list[tuple[Path, BaseException]] = []
+        """The runs of a grid that failed: (run directory, error); the grid goes on past them."""
 
     def _compose(self, overrides: Mapping[str, Any]) -> DictConfig:
         return compose_config(self._components, overrides, self._experiment, self._config_modules)
@@ -162,6 +164,10 @@ class RunContext:
 
     def train(self, n_epochs: int | None = None, torch_threads: ThreadsArg = FROM_CONFIG) -> Any:
         """Train (blocking). Returns this RunContext; for grids a DataFrame comparing the runs.
+
+        In a grid a run that fails does not stop the others: it is marked ``failed`` in its directory, listed in
+        the table with that status and in :attr:`failures`; where every run failed, the first run's error is
+        raised.
 
         :param torch_threads: torch intra-op threads while training, put back afterwards; default the config's
             ``torch_threads`` (1), None keeps torch's default. As for ``train_async``: one thread is fastest for the
@@ -236,6 +242,7 @@ class RunContext:
             raise ConfigurationError("parallel grid runs need config-only components (names or dicts); objects "
                                      f"{sorted(self._objects)} cannot be sent to worker processes. Use n_jobs=1.")
         run_dirs: list[Path] = []
+        failures: list[tuple[Path, BaseException]] = []
         if self.n_jobs > 1:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
@@ -243,16 +250,25 @@ class RunContext:
             with ProcessPoolExecutor(max_workers=self.n_jobs, mp_context=mp.get_context("spawn")) as pool:
                 futures = [pool.submit(_train_config_in_worker, OmegaConf.to_container(c), n_epochs)
                            for c in self.configs]
-                run_dirs = [Path(f.result()) for f in futures]
+                for future in futures:
+                    path, error = future.result()
+                    run_dirs.append(Path(path))
+                    if error is not None:
+                        failures.append((Path(path), error))
         else:
             for cfg in self.configs:
                 run = _Run(cfg, self._objects, None, self.silent)
                 self.runs.append(run)
                 try:
                     run.train(n_epochs)
+                except Exception as err:  # noqa: BLE001 - one failed run does not end the grid; its summary says why
+                    failures.append((run.run_directory.path, err))
                 finally:
                     run.close()
                 run_dirs.append(run.run_directory.path)
+        self.failures = failures
+        if failures and len(failures) == len(run_dirs):
+            raise failures[0][1]  # every run failed (a configuration error, typically): the first one's error
         table = compare_runs(run_dirs, params=self.grid_keys)
         for key in self.grid_keys:
             if key in GROUPS:  # the option name, not the composed group config
@@ -338,8 +354,9 @@ def _previous_statistics(path: Path) -> Any:
     return store
 
 
-def _train_config_in_worker(config: dict, n_epochs: int | None) -> str:
-    """Worker-process entry point of parallel grids."""
+def _train_config_in_worker(config: dict, n_epochs: int | None) -> tuple[str, BaseException | None]:
+    """Worker-process entry point of parallel grids: the run directory, and the error where the run failed (its
+    summary records the traceback; an error that cannot be sent back comes as a RunFailedError with its text)."""
     import torch
 
     threads = config.get("torch_threads", 1)
@@ -348,9 +365,18 @@ def _train_config_in_worker(config: dict, n_epochs: int | None) -> str:
     run = _Run(OmegaConf.create(config), {}, None, silent=True)
     try:
         run.train(n_epochs)
+    except Exception as err:  # noqa: BLE001 - reported to the grid, which goes on with the other runs
+        import pickle
+
+        try:
+            pickle.loads(pickle.dumps(err))
+        except Exception:  # noqa: BLE001 - e.g. an exception class of the user's notebook
+            err = RunFailedError(f"{type(err).__name__}: {err}")
+        err.__traceback__ = None
+        return str(run.run_directory.path), err
     finally:
         run.close()
-    return str(run.run_directory.path)
+    return str(run.run_directory.path), None
 
 
 class RunFailedError(RuntimeError):
