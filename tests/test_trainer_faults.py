@@ -97,6 +97,29 @@ def test_a_non_finite_last_observation_of_a_time_limit_is_named_too() -> None:
         trainer.train()
 
 
+def test_a_non_finite_observation_in_evaluation_is_named_too() -> None:
+    env = SequentialVectorEnv([_nan_env_factory(5, truncate_at=8)], logging_prefix="eval", writers=[])
+    evaluator = RolloutEvaluator(env, n_episodes=1)
+    try:
+        with pytest.raises(NonFiniteObservationError, match=r"epoch 4, env 0 of the vector env, policy key 0: the "
+                                                            r"evaluation observation key 'observation' holds 1"):
+            evaluator.evaluate(flat_actor_critic(_nan_env_factory(None)()).policy, epoch=4)
+    finally:
+        env.close()
+
+
+def test_recorded_episodes_with_non_finite_observations_are_refused_for_imitation(tmp_path) -> None:
+    from maze_lab.core.agent.random_policy import RandomPolicy
+    from maze_lab.train.trainers.bc.dataset import InMemoryImitationDataset
+
+    policy = RandomPolicy(_nan_env_factory(None)().action_spaces_dict, seed=0)
+    SequentialRolloutRunner(_nan_env_factory(3, truncate_at=6), policy, n_episodes=1,
+                            trajectory_dir=tmp_path / "traj", seed=0, writers=[]).run()
+    with pytest.raises(ValueError, match=r"trajectory\.zip: the recorded observation 'observation' of policy key 0 "
+                                         r"holds NaN or inf at sub-step \d"):
+        InMemoryImitationDataset(tmp_path / "traj")
+
+
 # ---- 3. schedules over the run's own target -----------------------------------------------------------------------
 class RecordingLinear(LinearSchedule):
     """A linear schedule that remembers the progress of every update it served."""

@@ -39,6 +39,17 @@ def _tensor(arr: np.ndarray) -> torch.Tensor:
     return t.float() if t.dtype == torch.float64 else t
 
 
+def _check_finite(obs: Mapping[str, np.ndarray], key: StepKey, source: str) -> None:
+    """Refuse recorded observations holding NaN or inf: cloning them would turn the loss into NaN."""
+    for name, arr in obs.items():
+        arr = np.asarray(arr)
+        if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+            steps = np.flatnonzero(~np.isfinite(arr.reshape(len(arr), -1)).all(axis=1)) if arr.ndim else [0]
+            raise ValueError(f"{source}: the recorded observation {name!r} of policy key {key!r} holds NaN or inf at "
+                             f"sub-step {int(steps[0])} ({len(steps)} sub-step(s) in all); imitation needs finite "
+                             f"observations: re-record the episodes from a fixed env, or leave this file out")
+
+
 class InMemoryImitationDataset:
     """All sub-steps of the recorded episodes, kept per episode and per policy key, split by episode.
 
@@ -53,6 +64,7 @@ class InMemoryImitationDataset:
                  max_episodes: int | None = None):
         self.trajectory_dir = Path(trajectory_dir) if trajectory_dir is not None else None
         records = list(episodes)
+        sources = [f"episode {r.episode_id}" for r in records]
         if self.trajectory_dir is not None:
             if not self.trajectory_dir.exists():
                 raise FileNotFoundError(f"trajectory directory {self.trajectory_dir} does not exist; record episodes "
@@ -61,6 +73,7 @@ class InMemoryImitationDataset:
             if max_episodes is not None:
                 paths = paths[:max_episodes]
             records += [load_episode(p, allowed_classes) for p in paths]
+            sources += [str(p) for p in paths]
         if not records:
             where = self.trajectory_dir if self.trajectory_dir is not None else "the given episodes"
             raise ValueError(f"no recorded episodes in {where} (expected *.trajectory.zip episode files); "
@@ -68,8 +81,11 @@ class InMemoryImitationDataset:
         self.episode_ids: list[str] = [r.episode_id for r in records]
         self.episode_rewards: list[float] = [r.total_reward for r in records]
         self._data: list[dict[StepKey, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]] = []
-        for rec in records:
-            self._data.append({key: rec.stacked(key) for key in rec.step_keys})
+        for rec, source in zip(records, sources, strict=True):
+            stacked = {key: rec.stacked(key) for key in rec.step_keys}
+            for key, (obs, _) in stacked.items():
+                _check_finite(obs, key, source)
+            self._data.append(stacked)
         keys: list[StepKey] = []
         for ep in self._data:
             keys += [k for k in ep if k not in keys]

@@ -9,6 +9,7 @@ import torch
 from maze_lab.core.log_stats.aggregation import StatKey
 from maze_lab.core.log_stats.base_events import BaseEnvEvents
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
+from maze_lab.train.trainers.common.rollout import check_finite_observations
 
 
 class RolloutEvaluator:
@@ -36,6 +37,7 @@ class RolloutEvaluator:
         if seed is not None:
             env.seed(seed)
         obs = env.reset()
+        check_finite_observations(obs, env.actor_id().step_key, epoch, what="evaluation ")
         # the reset closed unfinished episodes of the last evaluation: they must not count now
         env.n_finished_episodes  # noqa: B018 - collects episodes from worker processes
         env.epoch_aggregator.reduce()
@@ -47,6 +49,7 @@ class RolloutEvaluator:
                 actor = env.actor_id()
                 action = policy.compute_action(obs, actor_id=actor, deterministic=self.deterministic)
                 obs, _, terminated, truncated, _ = env.step(action)
+                check_finite_observations(obs, env.actor_id().step_key, epoch, what="evaluation ")
                 finished += int((terminated | truncated).sum())
                 if finished >= self.n_episodes:
                     break
