@@ -5,6 +5,7 @@ to ``docs/lab_app.png``)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -234,8 +235,11 @@ def test_lab_app_in_the_browser(tmp_path: Path, finished_run: Path) -> None:
             slider.focus()
             for _ in range(3):
                 page.keyboard.press("ArrowRight")
-            wait_until(lambda: readout.inner_text().strip() not in ("", "0"), timeout=30,
-                       what="the step slider to move")
+            wait_until(lambda: readout.inner_text().strip() == "3", timeout=30, what="the step slider to move")
+            # the viewer shows the step the slider is on (its step table and the strip's marker follow the slider)
+            detail = page.locator(".maze-lab-detail")
+            wait_until(lambda: re.search(r"step\s+3\s*/\s*\d+", detail.inner_text()), timeout=60,
+                       what="the viewer to show step 3")
             assert list((live_run / "trajectories").rglob("*")), "the rollout recorded nothing"
             screenshot(page, "lab_trajectories", locator=page.locator(".maze-lab-detail"))
 
