@@ -77,3 +77,20 @@ def test_adapter_trains_like_plain_gym():
     assert env.observation_space.contains(obs)
     obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
     assert env.observation_space.contains(obs) and reward == 1.0
+
+
+def test_rgb_frames_on_a_headless_machine_print_no_sdl_error() -> None:
+    """The first render of CartPole printed "error: XDG_RUNTIME_DIR is invalid or not set in the environment." on
+    a machine without a display (in every notebook that shows a frame); frames need no window."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR",
+                                                            "SDL_VIDEODRIVER")}
+    code = ("from maze_lab import GymMazeEnv\nenv = GymMazeEnv('CartPole-v1')\nenv.reset(seed=0)\n"
+            "print(env.render().shape)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "(400, 500, 3)"
+    assert "XDG_RUNTIME_DIR" not in out.stderr and "error" not in out.stderr.lower()

@@ -122,6 +122,18 @@ class GymCoreEnv(CoreEnv):
         self.env.close()
 
 
+def _headless_sdl() -> None:
+    """On a machine without a display, let pygame (Gymnasium's classic-control renderer) draw off-screen without
+    complaining: ``rgb_array`` frames need no window, and SDL's default driver printed "error: XDG_RUNTIME_DIR is
+    invalid or not set" on the first render. A display, or an SDL driver the user chose, is left alone."""
+    import os
+    import sys
+
+    if sys.platform.startswith("linux") and not any(os.environ.get(k) for k in ("DISPLAY", "WAYLAND_DISPLAY",
+                                                                                  "SDL_VIDEODRIVER")):
+        os.environ["SDL_VIDEODRIVER"] = "dummy"
+
+
 class GymMazeEnv(MazeEnv):
     """Any Gymnasium env (an id string or an instance) as a MazeEnv with dict spaces under policy key 0.
 
@@ -139,6 +151,8 @@ class GymMazeEnv(MazeEnv):
                 known = sorted(k for k in gym.registry if "/" not in k)
                 raise ValueError(f"'{env}' is not a registered Gymnasium env ({err}); some registered ids: "
                                  f"{', '.join(known[:30])}") from err
+            if render_mode == "rgb_array":
+                _headless_sdl()
             env = _make_with_render_mode(spec.id, render_mode, make_kwargs)
         elif not isinstance(env, gym.Env):
             raise TypeError(f"GymMazeEnv takes a Gymnasium env id or gymnasium.Env instance, got {type(env).__name__}")
