@@ -20,6 +20,8 @@ from typing import Any
 
 import ipywidgets as w
 
+from maze_lab.widgets.view import PollingView
+
 # ---- the app ---------------------------------------------------------------------------------------------------------
 _CSS = """<style>
 .maze-lab-app { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; max-width: 1400px; }
@@ -81,7 +83,7 @@ def _start_live(widget_owner: Any) -> None:
         widget_owner.start()
 
 
-class LabApp:
+class LabApp(PollingView):
     """The Lab app: a new-run form, the cockpit of the current run, the runs of the output directory and what can
     be opened for them (comparison, trajectories with a rollout button, model graph).
 
@@ -107,8 +109,6 @@ class LabApp:
         """What is open below the runs list: a RunComparison, TrajectoryViewer or ModelGraphView."""
         self.detail_kind: str | None = None
         self.runs_table: Any = None
-        self._task: asyncio.Task | None = None
-        self._closed = False
         self._rollout_task: asyncio.Task | None = None
         self.ticks = 0
         self.errors: list[str] = []
@@ -226,24 +226,10 @@ class LabApp:
         self.refresh_runs()
 
     # ---- display and polling -----------------------------------------------------------------------------------
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
-        self.start()
-
-    def start(self) -> asyncio.Task | None:
-        """Re-read the runs (and the current run's status) every ``refresh_seconds`` on the kernel's event loop."""
-        if self._closed:
-            return None
-        if self._task is not None and not self._task.done():
-            return self._task
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = asyncio.get_event_loop_policy().get_event_loop()
-        self._task = loop.create_task(self._poll())
-        return self._task
+    @property
+    def live(self) -> bool:
+        """Runs may appear, change or vanish at any time: the app polls while it is open."""
+        return not self._closed
 
     async def _poll(self) -> None:
         last_list = time.monotonic()
@@ -265,8 +251,7 @@ class LabApp:
     def close(self) -> None:
         """Stop polling and close the app's widgets (runs started from it go on)."""
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
+        self.stop_updates()
         _close(self.cockpit)
         _close(self.detail)
         with contextlib.suppress(Exception):
@@ -496,12 +481,8 @@ class LabApp:
             self.runs_message.value = _message("error", f"select two or more runs to compare ({len(runs)} "
                                                         f"selected)")
             return
-        try:
-            from maze_lab.widgets.comparison import RunComparison
-        except ImportError as err:
-            self.runs_message.value = _message("error", f"run comparison is not available in this installation "
-                                                        f"({err})")
-            return
+        from maze_lab.widgets.comparison import RunComparison
+
         self.runs_message.value = ""
         comparison = RunComparison([str(r) for r in runs])
         self._show_detail("comparison", f"comparison of {len(runs)} runs", comparison, comparison.widget)
@@ -589,11 +570,7 @@ class LabApp:
         run = self._one_selected("show its model graph")
         if run is None:
             return
-        try:
-            from maze_lab.widgets.model_graph import ModelGraphView
-        except ImportError as err:
-            self.runs_message.value = _message("error", f"the model graph view is not available in this "
-                                                        f"installation ({err})")
-            return
+        from maze_lab.widgets.model_graph import ModelGraphView
+
         view = ModelGraphView(str(run))
         self._show_detail("graph", f"model graph of {run.parent.name}/{run.name}", view, view.widget)
