@@ -180,8 +180,6 @@ class TrainingDashboard(PollingView):
         self._sections: dict[str, tuple[w.HTML, w.GridBox]] = {}
         self._views: list[tuple[str, Any]] = []
         self._rates: deque[tuple[float, int, int]] = deque(maxlen=120)
-        self._progress_cache: dict[str, Any] = {}
-        self._progress_stamp: tuple | None = None
         self.errors: list[str] = []
         """Drawing errors caught so far (newest last); the newest is shown in the cockpit."""
         self.ticks = 0
@@ -374,18 +372,11 @@ class TrainingDashboard(PollingView):
 
     # ---- header ----------------------------------------------------------------------------------------------
     def _progress(self) -> dict[str, Any]:
-        """The source's progress, read without parsing the run's config on every poll."""
-        if self.source.handle is not None:
-            return self.source.progress()
-        if self.source.run_dir is None:  # statistics only: the epoch is the last one drawn
+        """The source's progress (for statistics alone: the last epoch drawn)."""
+        if self.source.handle is None and self.source.run_dir is None:  # statistics only: the last epoch drawn
             epochs = [s[0][-1] for s in self._series.values() if len(s[0])]
             return {"epoch": int(max(epochs)) if epochs else 0}
-        # a directory's progress parses its config.yaml (a tenth of a second): only again when the summary changed
-        summary = self.source.summary()
-        stamp = (summary.get("updated"), summary.get("status"), summary.get("epoch"), len(self.source.store))
-        if stamp != self._progress_stamp:
-            self._progress_cache, self._progress_stamp = self.source.progress(), stamp
-        return self._progress_cache
+        return self.source.progress()
 
     def _draw_header(self, status: str) -> None:
         progress = self._progress()

@@ -150,13 +150,22 @@ class RunSource:
         out = {k: summary.get(k) for k in ("epoch", "env_steps", "last_eval_reward", "best_eval_reward",
                                            "best_epoch")}
         out["status"] = self.status
-        config = self.config()
-        n_epochs = config.get("n_epochs") or (config.get("algorithm") or {}).get("n_epochs")
-        out["n_epochs"] = n_epochs if isinstance(n_epochs, int) and n_epochs > 0 else None
+        out["n_epochs"] = self._target_epochs()
         if out["epoch"] is None and len(self.store):
             out["epoch"] = int(self.store.to_dataframe().epoch.max())
         out["warnings"] = []
         return out
+
+    def _target_epochs(self) -> int | None:
+        """The run's n_epochs (None: until early stopping), from its config.yaml, parsed once: a run's
+        configuration does not change after the run was created."""
+        if "_n_epochs" not in self.__dict__:
+            config = self.config()
+            if not config:
+                return None  # not written yet (or unreadable): looked for again next time
+            n_epochs = config.get("n_epochs") or (config.get("algorithm") or {}).get("n_epochs")
+            self._n_epochs = n_epochs if isinstance(n_epochs, int) and n_epochs > 0 else None
+        return self._n_epochs
 
     def config(self) -> dict[str, Any]:
         """The run's composed configuration as plain data (``{}`` where there is none or it cannot be read)."""
