@@ -402,26 +402,20 @@ class StatsStore(LogStatsWriter):
         """For a store read by :meth:`load`: add the epochs the run appended to ``stats.arrows`` since (only the
         new bytes are read; an epoch still being written waits for the next call). Returns the number of new
         epochs; 0 for stores that were not loaded from a ``stats.arrows`` file."""
-        return _refresh(self, max_bytes)
+        from maze_lab.core.log_stats import stats_files as sf
 
-
-def _refresh(store: StatsStore, max_bytes: int | None) -> int:
-    from maze_lab.core.log_stats import stats_files as sf
-
-    if store._source is None:
-        return 0
-    path, end = store._source
-    if not path.exists():
-        return 0
-    contents = sf.read_stats_file(path, sf.MAX_STATS_BYTES if max_bytes is None else int(max_bytes), start=end)
-    if not contents.epochs:
-        return 0
-    with store._lock:
-        store._rows.extend(contents.rows)
-        store._samples.extend(contents.samples)
-        store._version += contents.epochs
-        store._source = (path, contents.end)
-    return contents.epochs
+        if self._source is None or not self._source[0].exists():
+            return 0
+        path, end = self._source
+        contents = sf.read_stats_file(path, sf.MAX_STATS_BYTES if max_bytes is None else int(max_bytes), start=end)
+        if not contents.epochs:
+            return 0
+        with self._lock:
+            self._rows.extend(contents.rows)
+            self._samples.extend(contents.samples)
+            self._version += contents.epochs
+            self._source = (path, contents.end)
+        return contents.epochs
 
 
 def _same_file(a: Path, b: Path) -> bool:
