@@ -248,6 +248,10 @@ def test_cartpole_strip_is_reward_and_return_only(cartpole_file):
     n = viewer.episode.n_steps
     assert [t.name for t in viewer.strip.data] == ["reward", "return", "current step"]
     assert list(viewer.strip.data[0].y) == [1.0] * n and list(viewer.strip.data[1].y) == list(range(1, n + 1))
+    # both axes start at zero for a positive episode (the current-step marker's padding once put the return
+    # axis at -47 for a return of 430)
+    layout = viewer.strip.layout
+    assert layout.yaxis.rangemode == "tozero" and layout.yaxis2.rangemode == "tozero"
     viewer.close()
 
 

@@ -98,8 +98,10 @@ def strip_figure(data: dict[str, Any], step: int = 0, height: int | None = None)
                       template="plotly_white", bargap=0.15, hovermode="x", title={"text": "reward and per-step numbers",
                                                                                   "font": {"size": 13}, "x": 0.01},
                       legend={"x": 1.08, "xanchor": "left", "y": 1, "font": {"size": 11}}, uirevision="strip")
-    fig.update_yaxes(title_text="reward", row=1, col=1, secondary_y=False, title_font={"size": 11})
-    fig.update_yaxes(title_text="return", row=1, col=1, secondary_y=True, showgrid=False, title_font={"size": 11})
+    # both axes include zero: the marker's padding must not push the return axis below zero for a positive return
+    fig.update_yaxes(title_text="reward", row=1, col=1, secondary_y=False, title_font={"size": 11}, rangemode="tozero")
+    fig.update_yaxes(title_text="return", row=1, col=1, secondary_y=True, showgrid=False, title_font={"size": 11},
+                     rangemode="tozero")
     fig.update_xaxes(title_text="step", row=rows, col=1)
     return fig
 
