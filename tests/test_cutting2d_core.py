@@ -165,3 +165,21 @@ def test_event_topics_are_registered_for_statistics() -> None:
     """Both topics are known to the event service (needed to zero-fill counts of steps without events)."""
     env = Cutting2DCoreEnvironment()
     assert {CuttingEvents, InventoryEvents} <= set(env.context.event_service.topics)
+
+
+def test_core_env_stepped_by_hand_reports_only_this_steps_events() -> None:
+    """A CoreEnv stepped without a MazeEnv (as notebook 02 and the seed's test script do) hands out the events of the
+    last step only: neither the constructor's, the reset's nor the previous step's events leak into it."""
+    from maze_lab.examples.cutting2d import SIMPLE_PROBLEM, Cutting2DCoreEnvironment, Cutting2DMazeAction
+
+    core = Cutting2DCoreEnvironment(**SIMPLE_PROBLEM)
+    core.reset(seed=0)
+    assert [e.interface_method.__name__ for e in core.get_step_events()] == ["piece_replenished"]
+    core.step(Cutting2DMazeAction(0))
+    assert [e.interface_method.__name__ for e in core.get_step_events()] == [
+        "valid_cut", "piece_replenished", "pieces_in_inventory"]
+    core.step(Cutting2DMazeAction(9))
+    assert [e.interface_method.__name__ for e in core.get_step_events()] == [
+        "invalid_piece_selected", "pieces_in_inventory"]
+    core.reset(seed=0)
+    assert [e.interface_method.__name__ for e in core.get_step_events()] == ["piece_replenished"]

@@ -117,6 +117,10 @@ def _plumbed_step(step: Callable) -> Callable:
     def plumbed_step(self: CoreEnv, maze_action: Any) -> Any:
         if self._plumbing_active:
             return step(self, maze_action)
+        service = self.context.event_service
+        if service._step_events:
+            # a core env stepped by hand (no MazeEnv above, which does the same) reports this step's events only
+            service._step_events = []
         if not self._full_step_open:
             aggregator = self.reward_aggregator
             if aggregator is not None:
@@ -152,6 +156,9 @@ def _plumbed_reset(reset: Callable) -> Callable:
     def plumbed_reset(self: CoreEnv, *args: Any, **kwargs: Any) -> Any:
         if self._plumbing_active:
             return reset(self, *args, **kwargs)
+        service = self.context.event_service
+        if service._step_events:
+            service._step_events = []  # events of the last episode (or of the constructor) are not this reset's
         aggregator = self.reward_aggregator
         if aggregator is not None:
             aggregator.reset()
