@@ -11,7 +11,7 @@ from training_utils import cartpole_factory, flat_actor_critic
 
 from maze_lab.core.log_stats.writers import StatsStore
 from maze_lab.train.trainers.a2c import A2C, A2CAlgorithmConfig
-from maze_lab.train.trainers.common.actor_critic import TrainingDivergedError
+from maze_lab.train.trainers.common.base import TrainingDivergedError
 from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
 from maze_lab.train.trainers.common.schedules import LinearSchedule
 from maze_lab.train.trainers.ppo import PPO, PPOAlgorithmConfig

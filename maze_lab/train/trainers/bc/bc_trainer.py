@@ -4,9 +4,7 @@ evaluation rollouts, best-model selection and checkpoints that the actor-critic 
 from __future__ import annotations
 
 import importlib
-import math
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +13,11 @@ import torch
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.events.event_record import EventRecord
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode
-from maze_lab.core.log_stats.log_setup import default_writers
-from maze_lab.core.log_stats.writers import LogStatsWriter, epoch_commit
+from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.train.trainers.bc.config import BCAlgorithmConfig
 from maze_lab.train.trainers.bc.dataset import ImitationBatch, InMemoryImitationDataset
 from maze_lab.train.trainers.bc.events import ImitationEvents
-from maze_lab.train.trainers.common.checkpoints import read_checkpoint, write_checkpoints
-from maze_lab.train.trainers.common.control import TrainingControl
+from maze_lab.train.trainers.common.base import Trainer, TrainingDivergedError, grad_norm
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 
 
@@ -35,12 +31,7 @@ def _optimizer_class(path: str) -> type[torch.optim.Optimizer]:
     return cls
 
 
-def _grad_norm(params: Any) -> float:
-    grads = [p.grad.detach().norm() for p in params if p.grad is not None]
-    return float(torch.norm(torch.stack(grads))) if grads else 0.0
-
-
-class BC(TrainingControl):
+class BC(Trainer):
     """Behavioural cloning trainer: minimises the negative log-likelihood of the recorded actions of every policy
     key under the policy (action masks in the observations apply, as the policy's networks mask the logits).
 
@@ -52,19 +43,21 @@ class BC(TrainingControl):
         None: no rollouts, the best model is the one with the lowest validation loss.
     :param model_selection: keeps the best weights (default: the evaluator's, else a new one).
     :param writers: writers of the statistics (default: the evaluation env's, else the process-wide defaults).
+        Statistics of an epoch: ``train`` (means over its updates), ``validation`` (the held-out episodes), ``eval``
+        (the evaluator's rollouts).
     :param checkpoint_dir: where ``state_dict_last.pt`` and ``state_dict_best.pt`` are written; None for no files.
     :param observation_spaces: per policy key the observation Dict space the data must fit (default: the
         evaluation env's).
     :param action_spaces: per policy key the action Dict space (default: the evaluation env's).
     """
 
+    events = ImitationEvents
+
     def __init__(self, algorithm_config: BCAlgorithmConfig, model: Any,
                  dataset: InMemoryImitationDataset | str | Path, evaluator: Any = None,
                  model_selection: BestModelSelection | None = None, writers: list[LogStatsWriter] | None = None,
                  checkpoint_dir: str | Path | None = None, observation_spaces: Mapping[StepKey, Any] | None = None,
                  action_spaces: Mapping[StepKey, Any] | None = None):
-        self.config = algorithm_config
-        self.model = model
         self.policy = getattr(model, "policy", model)
         if not hasattr(self.policy, "compute_substep_policy_output"):
             raise TypeError(f"BC needs a TorchPolicy or TorchActorCritic, got {type(model).__name__}")
@@ -80,33 +73,15 @@ class BC(TrainingControl):
         if observation_spaces is not None and action_spaces is not None:
             dataset.check_spaces(observation_spaces, action_spaces)
         self._check_network_inputs()
-        if model_selection is None:
-            model_selection = getattr(evaluator, "model_selection", None) or BestModelSelection(model=model)
-        if model_selection.model is None:
-            model_selection.model = model
-        if evaluator is not None and getattr(evaluator, "model_selection", None) is None:
-            evaluator.model_selection = model_selection
-        self.model_selection = model_selection
-        self._writers = writers
-        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-        self.device = torch.device(algorithm_config.device)
-        self.model.to(self.device)
+        super().__init__(algorithm_config, model, evaluator, model_selection, writers, checkpoint_dir)
         self.optimizer = _optimizer_class(algorithm_config.optimizer)(self.policy.parameters(), lr=algorithm_config.lr)
         self.train_episodes, self.validation_episodes = dataset.split(algorithm_config.validation_percentage,
                                                                       algorithm_config.seed)
         self.train_data = {k: b.to(self.device) for k, b in dataset.batches(self.train_episodes).items()}
         self.validation_data = ({k: b.to(self.device) for k, b in dataset.batches(self.validation_episodes).items()}
                                 if self.validation_episodes else {})
-        self.epoch = 0
-        self.updates = 0
-        self.last_eval_reward: float | None = None
         self.last_validation_stats: LogStats = {}
-        self.stop_reason: str | None = None
-        self.callbacks: list[Callable[[BC, LogStats], None]] = []
-        self._init_control()
-        self._events: list[EventRecord] = []
-        self._generator = torch.Generator().manual_seed(algorithm_config.seed or 0)
-        self.stats_aggregator = EpochStatsAggregator()
+        self._validation_losses: dict[StepKey, float] = {}
         self.validation_aggregator = EpochStatsAggregator()
 
     def _check_network_inputs(self) -> None:
@@ -133,19 +108,6 @@ class BC(TrainingControl):
 
     def _first_episode_with(self, key: StepKey) -> int:
         return next(i for i, ep in enumerate(self.dataset._data) if key in ep)
-
-    @property
-    def writers(self) -> list[LogStatsWriter]:
-        """Writers of the statistics: the given ones, else the evaluation env's, else the process-wide defaults."""
-        if self._writers is not None:
-            return self._writers
-        env = getattr(self.evaluator, "eval_env", None)
-        return env.writers if env is not None else default_writers()
-
-    def _epoch_writers(self) -> list[LogStatsWriter]:
-        """Every writer an epoch's statistics go to: the trainer's and the evaluation env's."""
-        eval_env = getattr(self.evaluator, "eval_env", None)
-        return [*self.writers, *getattr(eval_env, "writers", [])]
 
     # ---- losses ------------------------------------------------------------------------------------------------
     def _loss_terms(self, key: StepKey, batch: ImitationBatch) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
@@ -192,42 +154,7 @@ class BC(TrainingControl):
             w.write("validation", self.epoch, stats)
         return losses
 
-    def evaluate(self) -> float | None:
-        """Roll out the current policy with the evaluator; returns the mean episode reward (None: no evaluator)."""
-        if self.evaluator is None:
-            return None
-        saved = self.evaluator.deterministic
-        self.evaluator.deterministic = self.config.deterministic_eval
-        try:
-            # the same eval seed every time: evaluations compare policies on the same start states
-            seed = None if self.config.seed is None else self.config.seed + 1_000_000
-            self.last_eval_reward = self.evaluator.evaluate(self.policy, epoch=self.epoch, seed=seed)
-        finally:
-            self.evaluator.deterministic = saved
-        return self.last_eval_reward
-
-    # ---- training loop ---------------------------------------------------------------------------------------
-    def train(self, n_epochs: int | None = None) -> None:
-        """Train for ``n_epochs`` more epochs (default: the config's; 0 = until stopped)."""
-        n_epochs = self.config.n_epochs if n_epochs is None else n_epochs
-        target = self.epoch + n_epochs if n_epochs else math.inf
-        if self.config.seed is not None:
-            torch.manual_seed(self.config.seed)
-        self.stop_reason = None
-        self.policy.train()
-        try:
-            while self.epoch < target:
-                if not self._one_epoch():
-                    self.stop_reason = "stopped"
-                    self.save_checkpoint()
-                    return
-                if self._stop.is_set():
-                    self.stop_reason = "stopped"
-                    return
-            self.stop_reason = "done"
-        finally:
-            self._stop.clear()  # a stop ends this call only
-
+    # ---- the epoch: one pass over the training data ----------------------------------------------------------
     def _minibatches(self) -> list[tuple[StepKey, torch.Tensor]]:
         """Minibatch index sets of all policy keys, interleaved in a seeded random order."""
         plan: list[tuple[StepKey, torch.Tensor]] = []
@@ -238,91 +165,53 @@ class BC(TrainingControl):
         order = torch.randperm(len(plan), generator=self._generator).tolist()
         return [plan[i] for i in order]
 
-    def _one_epoch(self) -> bool:
-        """One pass over the training data; False where a stop was requested before it finished."""
-        start = time.perf_counter()
-        events: list[list[EventRecord]] = []
+    def _epoch_updates(self) -> Iterator[None]:
         for key, idx in self._minibatches():
-            self._running.wait()
-            if self._stop.is_set():
-                return False
+            yield
+            self._new_update()
             batch = self.train_data[key].select(idx.to(self.device))
             nll, entropy, accuracy = self._loss_terms(key, batch)
             if not torch.isfinite(nll):
-                raise FloatingPointError(f"BC epoch {self.epoch + 1}, update {self.updates + 1}: the loss of policy "
-                                         f"key {key!r} is {float(nll)} (a recorded action has zero probability, "
-                                         "e.g. it is masked out in its observation)")
+                raise TrainingDivergedError(
+                    f"BC epoch {self.epoch + 1}, update {self.updates + 1}: the loss of policy key {key!r} is "
+                    f"{float(nll.detach())} (a recorded action has zero probability, e.g. it is masked out in its "
+                    "observation, or the weights are no longer finite); the last good checkpoint stays on disk")
             self.optimizer.zero_grad(set_to_none=True)
             nll.backward()
-            params = list(self.policy.network_for(key).parameters())
-            grad_norm = _grad_norm(params)
+            self._record(ImitationEvents.policy_grad_norm, grad_norm(self.policy.network_for(key).parameters()), key)
             self.optimizer.step()
             self.updates += 1
-            nll, entropy = nll.detach(), entropy.detach()
-            step = [EventRecord(ImitationEvents, ImitationEvents.policy_loss, {"step_key": key, "value": float(nll)}),
-                    EventRecord(ImitationEvents, ImitationEvents.policy_entropy,
-                                {"step_key": key, "value": float(entropy)}),
-                    EventRecord(ImitationEvents, ImitationEvents.policy_grad_norm,
-                                {"step_key": key, "value": grad_norm}),
-                    EventRecord(ImitationEvents, ImitationEvents.learning_rate,
-                                {"value": float(self.optimizer.param_groups[0]["lr"])})]
-            step += [EventRecord(ImitationEvents, ImitationEvents.discrete_accuracy,
-                                 {"step_key": key, "action_head": h, "value": a}) for h, a in accuracy.items()]
-            events.append(step)
+            self._record(ImitationEvents.policy_loss, float(nll.detach()), key)
+            self._record(ImitationEvents.policy_entropy, float(entropy.detach()), key)
+            self._record(ImitationEvents.learning_rate, float(self.optimizer.param_groups[0]["lr"]))
+            for head, acc in accuracy.items():
+                self._record(ImitationEvents.discrete_accuracy, acc, key, action_head=head)
             k = self.config.eval_every_k_iterations
             if k and self.updates % k == 0 and self.evaluator is not None:
-                self._select(self.evaluate())
-        self.epoch += 1
-        events.append([EventRecord(ImitationEvents, ImitationEvents.time_epoch,
-                                   {"value": time.perf_counter() - start})])
-        self.stats_aggregator.add_episode(aggregate_episode(events))
-        stats = self.stats_aggregator.reduce()
-        # train, validation and eval statistics of the epoch reach readers together (the StatsStore)
-        with epoch_commit(self._epoch_writers(), self.epoch):
-            for w in self.writers:
-                w.write("train", self.epoch, stats)
-            val_losses = self.validate()
-            if self.evaluator is not None:
-                self._select(self.evaluate())
-            else:
-                # without rollouts the best model is the one that predicts held-out actions best
-                losses = val_losses or {k: float(v) for k, v in self._train_losses(stats).items()}
-                self._select(-sum(losses.values()))
-        self.save_checkpoint()
-        for cb in self.callbacks:
-            cb(self, {**stats, **self.last_validation_stats})
-        return True
+                self._evaluate_epoch()
 
-    @staticmethod
-    def _train_losses(stats: LogStats) -> dict[StepKey, float]:
-        return {k.group[0]: v for k, v in stats.items() if k.event is ImitationEvents.policy_loss and k.group}
+    def _write_epoch_stats(self) -> LogStats:
+        """The training statistics, then the validation loss of the epoch's weights."""
+        stats = super()._write_epoch_stats()
+        self._validation_losses = self.validate()
+        return {**stats, **self.last_validation_stats}
 
-    def _select(self, score: float | None) -> None:
-        # the evaluator updates the model selection itself; without one the score is handed over here
-        if self.evaluator is None and score is not None:
-            self.model_selection.update(score, self.epoch)
-
-    # ---- checkpoints -----------------------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
-        """Weights (in the actor-critic trainers' format), optimizer, counters and best score."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": self.epoch,
-                "updates": self.updates, "best_reward": self.model_selection.best_reward,
-                "best_epoch": self.model_selection.best_epoch, "trainer": type(self).__name__}
-
-    def save_checkpoint(self, path: str | Path | None = None) -> Path | None:
-        """Write ``state_dict_last.pt`` and the best weights ``state_dict_best.pt`` (atomically)."""
-        return write_checkpoints(self.state(), self.checkpoint_dir, self.model_selection, path)
-
-    def load_checkpoint(self, path: str | Path, weights_only: bool = False) -> None:
-        """Load weights (and, unless ``weights_only``, the optimizer and counters of a BC checkpoint).
-
-        The file is read with ``torch.load(weights_only=True)``: no code from the file is executed.
-        """
-        state = read_checkpoint(path, self.device)
-        self.model.load_state_dict(state["model"])
-        if weights_only:
+    def _evaluate_epoch(self) -> None:
+        """Rollouts with the evaluator (it updates the model selection); without one, the best model is the one
+        that predicts held-out actions best (or, without held-out episodes, the training ones)."""
+        if self.evaluator is not None:
+            saved = self.evaluator.deterministic
+            self.evaluator.deterministic = self.config.deterministic_eval
+            try:
+                super()._evaluate_epoch()
+            finally:
+                self.evaluator.deterministic = saved
             return
-        if state.get("trainer") == type(self).__name__ and "optimizer" in state:
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.epoch = int(state.get("epoch", 0))
-        self.updates = int(state.get("updates", 0))
+        losses = self._validation_losses or self._train_losses()
+        if losses:
+            self.model_selection.update(-sum(losses.values()), self.epoch)
+
+    def _train_losses(self) -> dict[StepKey, float]:
+        """The epoch's mean training loss per policy key (from the statistics just written)."""
+        return {k.group[0]: v for k, v in self.stats_aggregator.last_stats.items()
+                if k.event is ImitationEvents.policy_loss and k.group}

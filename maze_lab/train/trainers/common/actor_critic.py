@@ -1,13 +1,13 @@
-"""The actor-critic training loop shared by A2C and PPO: rollouts, advantages, epochs, evaluation,
-checkpoints, early stopping, stopping and pausing from another thread."""
+"""What A2C and PPO share on top of the trainer base: rollouts of the training envs, advantages over the chain of
+sub-steps, the optimizer step with gradient clipping, the divergence check, normalization statistics in
+checkpoints."""
 
 from __future__ import annotations
 
-import math
 import sys
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable
+from abc import abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,22 +16,16 @@ import numpy as np
 import torch
 
 from maze_lab.core.env.structured_env import StepKey
-from maze_lab.core.events.event_record import EventRecord
-from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode
-from maze_lab.core.log_stats.writers import LogStatsWriter, epoch_commit
+from maze_lab.core.log_stats.aggregation import LogStats
+from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.distributions.distribution_mapper import is_bounded_box
-from maze_lab.train.trainers.common.checkpoints import read_checkpoint, write_checkpoints
+from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
 from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
-from maze_lab.train.trainers.common.control import TrainingControl
 from maze_lab.train.trainers.common.divergence import DivergenceMonitor
 from maze_lab.train.trainers.common.events import ActorCriticEvents
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import Rollout, RolloutGenerator
 from maze_lab.train.trainers.common.schedules import as_schedule
-
-
-class TrainingDivergedError(RuntimeError):
-    """A loss became NaN or infinite; the message names the epoch, the update and the loss term."""
 
 
 @dataclass
@@ -66,8 +60,9 @@ def _stack_dicts(dicts: list[dict[str, np.ndarray]], device: torch.device) -> di
     return out
 
 
-class ActorCriticTrainer(TrainingControl, ABC):
-    """Base of A2C and PPO.
+class ActorCriticTrainer(Trainer):
+    """Base of A2C and PPO: an update is one rollout of the training envs, its advantages, and the algorithm's
+    :meth:`update` on them.
 
     :param algorithm_config: the algorithm parameters.
     :param model: a TorchActorCritic (policy + state critic).
@@ -80,6 +75,8 @@ class ActorCriticTrainer(TrainingControl, ABC):
         ``state_dict_best.pt`` are written; None for no files.
     """
 
+    events = ActorCriticEvents
+
     def __init__(self, algorithm_config: ActorCriticAlgorithmConfig, model: Any, env: Any = None,
                  rollout_generator: RolloutGenerator | None = None, evaluator: Any = None,
                  model_selection: BestModelSelection | None = None, writers: list[LogStatsWriter] | None = None,
@@ -89,129 +86,36 @@ class ActorCriticTrainer(TrainingControl, ABC):
                 raise ValueError("give the training env (env=...) or a rollout_generator")
             rollout_generator = RolloutGenerator(env)
         algorithm_config, self.bounded_box_changes = _for_action_spaces(algorithm_config, rollout_generator.env)
-        self.config = algorithm_config
-        self.model = model
-        self.policy = model.policy
-        self.critic = model.critic
         self.rollout_generator = rollout_generator
         self.env = rollout_generator.env
-        self.evaluator = evaluator if evaluator is not None else algorithm_config.rollout_evaluator
-        if model_selection is None:
-            model_selection = getattr(self.evaluator, "model_selection", None) or BestModelSelection(model=model)
-        if model_selection.model is None:
-            model_selection.model = model
-        if self.evaluator is not None and getattr(self.evaluator, "model_selection", None) is None:
-            self.evaluator.model_selection = model_selection
-        self.model_selection = model_selection
-        self._writers = writers
-        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-        self.device = torch.device(algorithm_config.device)
-        self.model.to(self.device)
+        super().__init__(algorithm_config, model,
+                         evaluator if evaluator is not None else algorithm_config.rollout_evaluator,
+                         model_selection, writers, checkpoint_dir)
+        self.policy = model.policy
+        self.critic = model.critic
         self.lr_schedule = as_schedule(algorithm_config.lr)
-        self.optimizer = _adam(list(self.model.parameters()), self.lr_schedule.initial)
-        self.epoch = 0
-        self.updates = 0
-        self.env_steps = 0
-        self._init_control()
-        self._update_events: list[list[EventRecord]] = []
-        self._generator = torch.Generator().manual_seed(algorithm_config.seed or 0)
-        self.stats_aggregator = EpochStatsAggregator()
-        self.last_eval_reward: float | None = None
-        self.callbacks: list[Callable[[ActorCriticTrainer, LogStats], None]] = []
-        self.stop_reason: str | None = None
-        self._schedule_target: float | None = None  # the epoch the schedules reach their end at (see _progress)
+        self.optimizer = adam(list(self.model.parameters()), self.lr_schedule.initial)
         self._update_in_epoch = 0
         self.divergence_monitor = DivergenceMonitor()
-        self.warnings: list[str] = []
-        """Warnings of this trainer's epochs (a diverged policy), newest last."""
-
-    @property
-    def writers(self) -> list[LogStatsWriter]:
-        """Writers of the trainer statistics: the given ones, else the training env's."""
-        return self._writers if self._writers is not None else self.env.writers
-
-    def evaluate(self, deterministic: bool | None = None, repeats: int | None = None) -> float:
-        """Evaluate the current policy now; returns the mean episode reward.
-
-        :param deterministic: override the evaluator's setting.
-        :param repeats: number of episodes (default: the evaluator's).
-        """
-        if self.evaluator is None:
-            raise ValueError("this trainer has no evaluator; pass evaluator=RolloutEvaluator(...) or set "
-                             "algorithm_config.rollout_evaluator")
-        saved = (self.evaluator.deterministic, self.evaluator.n_episodes)
-        if deterministic is not None:
-            self.evaluator.deterministic = deterministic
-        if repeats is not None:
-            self.evaluator.n_episodes = repeats
-        try:
-            self.last_eval_reward = self.evaluator.evaluate(self.policy, epoch=self.epoch)
-        finally:
-            self.evaluator.deterministic, self.evaluator.n_episodes = saved
-        return self.last_eval_reward
 
     # ---- training loop ---------------------------------------------------------------------------------------
-    def train(self, n_epochs: int | None = None) -> None:
-        """Train for ``n_epochs`` more epochs (default: the config's; 0 = until early stopping or stop)."""
-        n_epochs = self.config.n_epochs if n_epochs is None else n_epochs
-        target = self.epoch + n_epochs if n_epochs else math.inf
-        self._schedule_target = target if n_epochs else None
-        if not n_epochs:
+    def _before_training(self, has_target: bool) -> None:
+        if not has_target:
             self._warn_schedules_without_target()
-        if self.config.seed is not None:
-            torch.manual_seed(self.config.seed)
         if self.rollout_generator._obs is None:
             self.rollout_generator.reset(self.config.seed)
-        self.stop_reason = None
-        self.model.train()
-        try:
-            self._train_epochs(target)
-        finally:
-            self._stop.clear()  # a stop ends this call only; a stop requested before it started is honoured
 
-    def _train_epochs(self, target: float) -> None:
-        while self.epoch < target:
-            epoch_start = time.perf_counter()
-            for update_in_epoch in range(self.config.epoch_length):
-                self._update_in_epoch = update_in_epoch
-                self._running.wait()
-                if self._stop.is_set():
-                    self.stop_reason = "stopped"
-                    self.save_checkpoint()
-                    return
-                self._one_update()
-            self.epoch += 1
-            self._record(ActorCriticEvents.time_epoch, time.perf_counter() - epoch_start)
-            # train, trainer and eval statistics of the epoch reach readers together (the StatsStore)
-            with epoch_commit(self._epoch_writers(), self.epoch):
-                stats = self._write_epoch_stats()
-                if self.evaluator is not None:
-                    # the same eval seed every epoch: evaluations compare policies on the same start states
-                    eval_seed = None if self.config.seed is None else self.config.seed + 1_000_000
-                    self.last_eval_reward = self.evaluator.evaluate(self.policy, epoch=self.epoch, seed=eval_seed)
-            self.save_checkpoint()
-            for cb in self.callbacks:
-                cb(self, stats)
-            if (self.evaluator is not None and self.config.patience
-                    and self.model_selection.epochs_without_improvement(self.epoch) >= self.config.patience):
-                self.stop_reason = f"early stopping: no improvement for {self.config.patience} epochs"
-                return
-            if self._stop.is_set():
-                self.stop_reason = "stopped"
-                return
-        self.stop_reason = "done"
+    def _epoch_updates(self) -> Iterator[None]:
+        for update_in_epoch in range(self.config.epoch_length):
+            yield
+            self._update_in_epoch = update_in_epoch
+            self._one_update()
 
-    def _progress(self) -> float:
-        """Where the schedules stand: 0 at epoch 0, 1 at the epoch the current ``train`` call ends at.
-
-        The horizon is the run's own target (epochs done + the epochs of this call), not ``config.n_epochs``: a
-        resumed run continues its schedules from its epoch, and ``train(n)`` decays them to their end over its n
-        epochs. Without a target (``n_epochs=0``: until early stopping or stop) the schedules hold their start value.
-        """
-        target = self._schedule_target
-        if not target:
-            return 0.0
-        return (self.epoch + self._update_in_epoch / self.config.epoch_length) / target
+    def _progress(self, within_epoch: float | None = None) -> float:
+        """Where the schedules stand (see :meth:`Trainer._progress`), counting the updates done in this epoch."""
+        if within_epoch is None:
+            within_epoch = self._update_in_epoch / self.config.epoch_length
+        return super()._progress(within_epoch)
 
     def _warn_schedules_without_target(self) -> None:
         """Say so where a schedule cannot decay because this training call has no number of epochs."""
@@ -226,31 +130,26 @@ class ActorCriticTrainer(TrainingControl, ABC):
     def _one_update(self) -> None:
         t0 = time.perf_counter()
         self.policy.eval()
-        rollout = self.rollout_generator.rollout(self.policy, self.config.n_rollout_steps, epoch=self.epoch + 1)
+        try:
+            rollout = self.rollout_generator.rollout(self.policy, self.config.n_rollout_steps, epoch=self.epoch + 1)
+        except RuntimeError as err:  # e.g. torch refusing to sample from NaN probabilities
+            diverged = self._diverged_weights_error("the rollout")
+            if diverged is not None:
+                raise diverged from err
+            raise
         self.policy.train()
         t1 = time.perf_counter()
         self.env_steps += rollout.n_actions
         lr = self.lr_schedule.value(self._progress())
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        self._update_events.append([])
+        self._new_update()
         self._record(ActorCriticEvents.learning_rate, lr)
         batches = self._prepare_batches(rollout)
         self.update(batches)
         self.updates += 1
         self._record(ActorCriticEvents.time_rollout, t1 - t0)
         self._record(ActorCriticEvents.time_update, time.perf_counter() - t1)
-
-    def _record(self, event: Callable, value: float, step_key: StepKey | None = None) -> None:
-        attrs = {"value": float(value)} if step_key is None else {"step_key": step_key, "value": float(value)}
-        if not self._update_events:
-            self._update_events.append([])
-        self._update_events[-1].append(EventRecord(ActorCriticEvents, event, attrs))
-
-    def _epoch_writers(self) -> list[LogStatsWriter]:
-        """Every writer an epoch's statistics go to: the trainer's, the training env's and the evaluation env's."""
-        eval_env = getattr(self.evaluator, "eval_env", None)
-        return [*self.writers, *getattr(self.env, "writers", []), *getattr(eval_env, "writers", [])]
 
     def _check_divergence(self) -> None:
         """Record ``divergence_warning`` (and print one line per policy key) where the epoch's policy collapsed
@@ -272,14 +171,8 @@ class ActorCriticTrainer(TrainingControl, ABC):
             self.warnings.append(message)
 
     def _write_epoch_stats(self) -> LogStats:
-        env_stats = self.env.write_epoch_stats(self.epoch)
         self._check_divergence()
-        self.stats_aggregator.add_episode(aggregate_episode(self._update_events))
-        self._update_events = []
-        trainer_stats = self.stats_aggregator.reduce()
-        for w in self.writers:
-            w.write(getattr(self.env, "logging_prefix", None) or "train", self.epoch, trainer_stats)
-        return {**env_stats, **trainer_stats}
+        return super()._write_epoch_stats()
 
     # ---- advantages ------------------------------------------------------------------------------------------
     def _critic_inputs(self, key: StepKey, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -356,30 +249,21 @@ class ActorCriticTrainer(TrainingControl, ABC):
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         return log_prob, entropy, adv, values
 
-    def _check_finite(self, terms: dict[str, torch.Tensor]) -> None:
-        bad = {name: t.item() for name, t in terms.items() if not torch.isfinite(t).all()}
-        if bad:
-            listed = ", ".join(f"'{name}' is {value}" for name, value in bad.items())
-            raise TrainingDivergedError(
-                f"epoch {self.epoch + 1}, update {self.updates + 1}: loss term {listed}; the last good checkpoint "
-                f"stays on disk. Lower the learning rate or check rewards and observations for NaN/inf."
-            )
-
     def _step(self, loss: torch.Tensor, record_grad_norms: bool = False) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if record_grad_norms:
             self._record_grad_norms()  # before clipping: the norms the loss produced
         if self.config.max_grad_norm > 0:
-            _clip_grad_norm([p for group in self.optimizer.param_groups for p in group["params"]],
+            clip_grad_norm([p for group in self.optimizer.param_groups for p in group["params"]],
                             self.config.max_grad_norm)
         self.optimizer.step()
 
     def _record_grad_norms(self) -> None:
         for key, net in self.policy.networks.items():
-            self._record(ActorCriticEvents.policy_grad_norm, _grad_norm(net.parameters()), _key_of(key))
+            self._record(ActorCriticEvents.policy_grad_norm, grad_norm(net.parameters()), _key_of(key))
         for key, net in self.critic.networks.items():
-            self._record(ActorCriticEvents.critic_grad_norm, _grad_norm(net.parameters()), key)
+            self._record(ActorCriticEvents.critic_grad_norm, grad_norm(net.parameters()), key)
 
     @property
     def critic_burn_in(self) -> bool:
@@ -391,69 +275,14 @@ class ActorCriticTrainer(TrainingControl, ABC):
         """One update of policy and critic from a rollout."""
 
     # ---- checkpoints -----------------------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
-        """Everything needed to resume: weights, optimizer, counters, best reward, normalization statistics."""
-        state = {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "epoch": self.epoch,
-            "updates": self.updates,
-            "env_steps": self.env_steps,
-            "best_reward": self.model_selection.best_reward,
-            "best_epoch": self.model_selection.best_epoch,
-            "trainer": type(self).__name__,
-        }
+    def _extra_state(self) -> dict[str, Any]:
+        """The observation normalization statistics of the training envs, where they have them."""
         stats = _normalization_statistics(self.env)
-        if stats is not None:
-            state["normalization_statistics"] = stats
-        return state
+        return {"normalization_statistics": stats} if stats is not None else {}
 
-    def save_checkpoint(self, path: str | Path | None = None) -> Path | None:
-        """Write ``state_dict_last.pt`` and the best weights ``state_dict_best.pt`` (atomically)."""
-        return write_checkpoints(self.state(), self.checkpoint_dir, self.model_selection, path)
-
-    def load_checkpoint(self, path: str | Path, weights_only: bool = False) -> None:
-        """Resume from a checkpoint; ``weights_only`` loads just the model (fine-tuning with another trainer).
-
-        The file is read with ``torch.load(weights_only=True)``: no code from the file is executed.
-        """
-        state = read_checkpoint(path, self.device)
-        self.model.load_state_dict(state["model"])
+    def _load_extra_state(self, state: dict[str, Any], weights_only: bool) -> None:
         if state.get("normalization_statistics"):
             _restore_normalization_statistics(self.env, state["normalization_statistics"])
-        if weights_only:
-            return
-        if state.get("trainer") == type(self).__name__ and "optimizer" in state:
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.epoch = int(state.get("epoch", 0))
-        self.updates = int(state.get("updates", 0))
-        self.env_steps = int(state.get("env_steps", 0))
-        if state.get("best_reward") is not None:
-            self.model_selection.best_reward = float(state["best_reward"])
-            self.model_selection.best_epoch = state.get("best_epoch")
-            self.model_selection.last_improvement_epoch = self.epoch
-
-
-def _adam(params: list[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
-    """Adam with one fused kernel per step where the device has one (several times faster for the small networks
-    of RL than a kernel per parameter); the per-parameter implementation elsewhere."""
-    devices = {p.device.type for p in params}
-    fused = all(p.dtype.is_floating_point for p in params) and len(devices) == 1
-    if fused:
-        try:
-            return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
-        except RuntimeError:  # no fused kernel for this device or dtype
-            pass
-    return torch.optim.Adam(params, lr=lr, eps=1e-5)
-
-
-def _clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> None:
-    """Scale the gradients in place so that their global L2 norm is at most ``max_norm``."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp(max=1.0))
 
 
 def _for_action_spaces(config: ActorCriticAlgorithmConfig, env: Any) -> tuple[ActorCriticAlgorithmConfig,
@@ -479,13 +308,6 @@ def _float(obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def _key_of(key: Any) -> Any:
     return key.step_key if hasattr(key, "step_key") else key
-
-
-def _grad_norm(params: Any) -> float:
-    grads = [p.grad.detach().reshape(-1) for p in params if p.grad is not None]
-    if not grads:
-        return 0.0
-    return float(torch.linalg.vector_norm(torch.cat(grads)))
 
 
 def _normalization_statistics(env: Any) -> Any:
