@@ -42,7 +42,12 @@ class GreedyPolicy(HeuristicPolicy):
 
     def compute_action(self, observation: dict[str, np.ndarray], actor_id: ActorID | StepKey | None = None,
                        maze_state: Any = None, env: Any = None, deterministic: bool = False) -> dict[str, int]:
-        """The greedy action for the observation of the acting policy key."""
+        """The greedy action for the observation of the acting policy key; for a batch of observations (a vector
+        env's, with a leading env axis) one action per row, as arrays."""
+        if np.ndim(observation["ordered_piece"]) == 2:
+            rows = [self.compute_action({k: np.asarray(v)[i] for k, v in observation.items()}, actor_id, maze_state,
+                                        env, deterministic) for i in range(len(observation["ordered_piece"]))]
+            return {k: np.array([r[k] for r in rows], dtype=np.int64) for k in rows[0]}
         if "selected_piece" in observation:
             rotation = self.rotation_for(observation["selected_piece"], observation["ordered_piece"])
             return {"cut_rotation": rotation, "cut_order": 0}
