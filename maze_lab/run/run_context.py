@@ -426,7 +426,8 @@ class _Run:
     def env_factory(self, index: int, prefix: str) -> Callable[[], Any]:
         """A picklable factory of env ``index`` (wrappers, monitoring and statistics included)."""
         env_cfg = OmegaConf.to_container(self.config.env)
-        wrappers_cfg = OmegaConf.to_container(self.config.wrappers) or {}
+        wrappers_cfg = wrappers_in_run_dir(OmegaConf.to_container(self.config.wrappers) or {},
+                                           self.run_directory.path)
         user_factory = self.objects.get("env")
         log_dir = str(self.run_directory.event_log_dir / f"{prefix}_{index}")
         return _EnvFactory(env_cfg, wrappers_cfg, user_factory, log_dir)
@@ -612,6 +613,32 @@ def _trainer_class(algorithm: Any) -> type:
         return A2C
     raise ConfigurationError(f"no trainer for {type(algorithm).__name__}; valid: PPOAlgorithmConfig, "
                              f"A2CAlgorithmConfig")
+
+
+def wrappers_in_run_dir(wrappers_cfg: Any, run_dir: str | Path) -> Any:
+    """The wrappers config with each relative ``statistics_dump`` of an ObservationNormalizationWrapper made a path in
+    the run directory: a run's normalization statistics belong to the run (Maze, run by Hydra in its output
+    directory, keeps them there too), and a file in the working directory would be loaded by every later run
+    started there, whatever its env. Absolute paths and ``None`` stay as they are."""
+    if not isinstance(wrappers_cfg, Mapping):
+        return wrappers_cfg
+    from maze_lab.core.wrappers.observation_normalization.observation_normalization_wrapper import (
+        ObservationNormalizationWrapper,
+    )
+    from maze_lab.core.wrappers.wrapper import resolve_wrapper
+
+    out = {}
+    for name, params in wrappers_cfg.items():
+        dump = params.get("statistics_dump") if isinstance(params, Mapping) else None
+        if isinstance(dump, str) and dump and not Path(dump).is_absolute():
+            try:
+                cls = resolve_wrapper(name)
+            except ConfigurationError:
+                cls = None  # wrap_env reports the unknown wrapper
+            if cls is not None and issubclass(cls, ObservationNormalizationWrapper):
+                params = {**params, "statistics_dump": str(Path(run_dir) / dump)}
+        out[name] = params
+    return out
 
 
 class _EnvFactory:

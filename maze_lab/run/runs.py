@@ -144,10 +144,11 @@ class LoadedRun:
         if "_object_" in cfg["env"]:
             raise ValueError(f"{self.path}: the run used a Python env factory ({cfg['env']['_object_']}); pass your "
                              f"factory to SequentialRolloutRunner yourself")
-        from maze_lab.run.run_context import _EnvFactory
+        from maze_lab.run.run_context import _EnvFactory, wrappers_in_run_dir
 
-        return _EnvFactory(cfg["env"], cfg.get("wrappers") or {}, None, log_dir=None, trust=self.trust,
-                           trust_config=cfg)
+        # the run's normalization statistics (a relative statistics_dump) are read from its directory
+        return _EnvFactory(cfg["env"], wrappers_in_run_dir(cfg.get("wrappers") or {}, self.path), None, log_dir=None,
+                           trust=self.trust, trust_config=cfg)
 
     def policy(self, which: str = "best") -> Any:
         """Rebuild the model from the config and load the ``best`` or ``last`` weights; returns the policy."""

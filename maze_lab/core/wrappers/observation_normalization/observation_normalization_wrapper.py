@@ -77,7 +77,8 @@ class ObservationNormalizationWrapper(ObservationWrapper):
         config, by default MeanZeroStdOneObservationNormalizationStrategy.
     :param default_strategy_config: strategy parameters ``clip_range`` and ``axis``.
     :param default_statistics: statistics for all observations, e.g. ``{"min": 0, "max": 255}``.
-    :param statistics_dump: .json or .npz file the statistics are written to and loaded from (None: neither).
+    :param statistics_dump: .json or .npz file the statistics are written to and loaded from (None: neither); in a
+        run (RunContext, ``load_run``) a relative name is a file in the run directory.
     :param sampling_policy: the policy that collects observations for the estimate: an object with
         ``compute_action(observation, actor_id=...)``, a class path or a ``_target_`` config (given
         ``action_spaces_dict`` where it accepts it); None samples random actions.
