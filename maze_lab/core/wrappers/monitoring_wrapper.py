@@ -36,6 +36,9 @@ class MazeEnvMonitoringWrapper(Wrapper):
         self.reward_logging = reward_logging
         self._context = env.context
         self._inner = self.unwrapped
+        # the policy keys of the MazeEnv itself: a structured env built as a wrapper around a flat MazeEnv (the
+        # Cutting-2D tutorial's) has sub-steps of its own whose observations the MazeEnv never produced
+        self._inner_keys = frozenset(getattr(self._inner, "observation_spaces_dict", None) or ())
         self._flat_key = next(iter(self.action_spaces_dict)) if len(self.action_spaces_dict) == 1 else None
         # buffer keys (event method, (policy key, head name)) for each policy key's action heads
         self._action_keys: dict[Any, list[tuple[str, tuple]]] = {}
@@ -109,7 +112,9 @@ class MazeEnvMonitoringWrapper(Wrapper):
 
     def _log_observation(self, obs: dict) -> None:
         key = self._flat_key if self._flat_key is not None else self.env.actor_id().step_key
-        original = self._inner._last_obs
+        # the MazeEnv's last observation is this policy key's original only where the key is one of the MazeEnv's
+        # own; otherwise it is another sub-step's (e.g. the flat observation while a wrapper's cutting sub-step acts)
+        original = self._inner._last_obs if self._flat_key is not None or key in self._inner_keys else None
         if original is not None:
             for name, value in original.items():
                 self._buffer((_OBS_ORIG, (key, name))).append(value)
