@@ -21,6 +21,7 @@ from browser_utils import (
     screenshot,
     start_jupyterlab,
     start_maze_lab_lab,
+    wait_for_plots,
     wait_until,
 )
 from run_utils import train_tiny_run
@@ -340,3 +341,47 @@ def test_figures_render_in_jupyterlab_and_after_a_reload(tmp_path: Path, finishe
     finally:
         server.stop()
     assert (ARTIFACTS / "jupyterlab_figures_after_reload.png").is_file()
+
+
+@pytest.mark.browser
+def test_traces_added_after_a_figure_was_redrawn_show_once(tmp_path: Path) -> None:
+    """A figure whose front-end redrew it once its code was ready (the state it asks for) shows traces added later
+    once: the replaced drawing's listeners go quiet. (They did not: notebook 06's cockpit showed 'train mean' and
+    'train min–max' twice, because its first training statistics came after the figure was drawn.)"""
+    _skip_without_browser()
+    import nbformat
+
+    cells = ["import asyncio\nimport maze_lab.widgets\nimport plotly.graph_objects as go\n"
+             "fig = go.FigureWidget(layout={'title': 'added later'})\n"
+             "fig.add_scatter(x=[0, 1], y=[1, 2], name='first')\nfig",
+             # the front-end has asked for the figure's state and got the answer: its drawing was redrawn
+             "while not getattr(fig, '_maze_lab_resyncs', 0):\n    await asyncio.sleep(0.05)\n"
+             "fig.add_scatter(x=[0, 1], y=[2, 1], name='second')\n"
+             "fig.add_scatter(x=[0, 1], y=[0, 3], name='third')\nNone"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {"name": "maze-lab", "display_name": "maze-lab", "language": "python"}
+    root = tmp_path / "lab"
+    root.mkdir()
+    nbformat.write(notebook, root / "later.ipynb")
+    server = start_jupyterlab(root, tmp_path)
+    try:
+        server.wait_ready(timeout=120)
+        with chromium_page(width=1300, height=1000) as page:
+            page.goto(server.url.replace("/lab?", "/lab/tree/later.ipynb?reset&"))
+            page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=120_000)
+            page.click(".jp-Notebook .jp-Cell .jp-InputArea-editor")
+            page.keyboard.press("Shift+Enter")
+            wait_for_plots(page, min_plots=1, min_points=2, timeout=90)
+            page.keyboard.press("Shift+Enter")
+
+            def three_traces() -> list[dict]:
+                found = plots(page)
+                return found if found and found[0]["traces"] >= 3 else []
+
+            # a duplicate comes in the same dispatch as the trace itself: it is there when the third trace is
+            found = wait_until(three_traces, timeout=90, interval=0.3, what="the traces added later")
+            screenshot(page, "jupyterlab_traces_added_later")
+            assert [p["names"] for p in found] == [["first", "second", "third"]], found
+            assert found[0]["drawn"] == 3
+    finally:
+        server.stop()
