@@ -16,8 +16,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser_utils import (ARTIFACTS, LAB_TOKEN, browser_skip_reason, chromium_page, jupyter_env, start_jupyterlab,
-                           wait_until)
+from browser_utils import (
+    ARTIFACTS,
+    LAB_TOKEN,
+    browser_skip_reason,
+    chromium_page,
+    jupyter_env,
+    start_jupyterlab,
+    wait_until,
+)
 from notebook_utils import NOTEBOOKS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -222,6 +222,7 @@ def _typed_section(parts: list[str]) -> bool:
 _LIGHT_ALGORITHM_CONFIGS = {
     "maze_lab.train.trainers.ppo.PPOAlgorithmConfig": "maze_lab.train.trainers.common.config.PPOAlgorithmConfig",
     "maze_lab.train.trainers.a2c.A2CAlgorithmConfig": "maze_lab.train.trainers.common.config.A2CAlgorithmConfig",
+    "maze_lab.train.trainers.sac.SACAlgorithmConfig": "maze_lab.train.trainers.sac.config.SACAlgorithmConfig",
 }
 
 
