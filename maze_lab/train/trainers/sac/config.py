@@ -47,7 +47,8 @@ class SACAlgorithmConfig:
     entropy_tuning: bool = True
     """Learn alpha so that the policy's entropy tracks the target entropy."""
     target_entropy_multiplier: float = 1.0
-    """Scales the target entropy: -dim(A) for Box actions, 0.98 log|A| per Discrete head (the maximum is log|A|)."""
+    """Scales the target entropy: -dim(A) for Box actions scaled to [-1, 1] (expressed in the env's action units),
+    0.98 log|A| per Discrete head (the maximum is log|A|)."""
     entropy_coef_lr: float = 0.0007
     """Learning rate of alpha."""
     replay_buffer_size: int = 1_000_000

@@ -249,9 +249,17 @@ def _discrete_heads(space: gym.spaces.Dict) -> bool:
 
 
 def _target_entropy(space: gym.spaces.Dict, discrete: bool, multiplier: float) -> float:
-    if discrete:  # per head 98 % of the entropy of the uniform distribution, summed
+    """Discrete heads: 98 % of the uniform distribution's entropy, summed. Box heads: the usual -dim(A) for actions
+    scaled to [-1, 1], times the multiplier, in the env's own action units (the policy's log-probabilities are):
+    a bounded dimension adds log((high - low) / 2), as the entropy of an action rescaled by that factor does."""
+    if discrete:
         return multiplier * sum(0.98 * math.log(int(s.n)) for s in space.spaces.values())
-    return multiplier * -float(sum(int(np.prod(s.shape)) for s in space.spaces.values()))
+    target = 0.0
+    for s in space.spaces.values():
+        half_range = (np.asarray(s.high, np.float64) - np.asarray(s.low, np.float64)) / 2.0
+        target += float(np.sum(np.where(np.isfinite(half_range), np.log(half_range), 0.0))) \
+            - multiplier * float(np.prod(s.shape))
+    return target
 
 
 def _probs(dist: Any) -> tuple[torch.Tensor, torch.Tensor]:
