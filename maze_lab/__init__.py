@@ -42,7 +42,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ReturnNormalizationRewardWrapper", "RewardClippingWrapper", "RewardScalingWrapper", "SortedSpacesWrapper",
         "SplitActionsWrapper", "TimeLimitWrapper"),
     # policies, critics, models
-    "maze_lab.core.agent": ("Policy", "RandomPolicy", "HeuristicPolicy", "DummyCartPolePolicy", "TorchPolicy",
+    "maze_lab.core.agent": ("Policy", "RandomPolicy", "HeuristicPolicy", "DummyCartPolePolicy", "PendulumSwingUpPolicy",
+                            "TorchPolicy",
                             "TorchActorCritic", "TorchSharedStateCritic", "TorchStepStateCritic"),
     "maze_lab.perception.composers": ("TemplateModelComposer", "CustomModelComposer", "ProbabilisticPolicyComposer",
                                       "SharedStateCriticComposer", "StepStateCriticComposer"),
@@ -59,6 +60,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "maze_lab.train.trainers.common.evaluator": ("RolloutEvaluator",),
     "maze_lab.train.trainers.common.model_selection": ("BestModelSelection",),
     "maze_lab.train.trainers.bc": ("BC", "BCAlgorithmConfig"),
+    "maze_lab.train.trainers.sac": ("SAC", "SACAlgorithmConfig"),
     "maze_lab.train.vector_env": ("SequentialVectorEnv", "SubprocVectorEnv"),
     # runs and configuration
     "maze_lab.run.run_context": ("RunContext", "RunHandle", "RunFailedError"),

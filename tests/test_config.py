@@ -14,7 +14,7 @@ from maze_lab.run.config import available_options, compose_config, parse_cli_ove
 def test_builtin_groups_and_options():
     options = available_options()
     assert {"gym_env", "cutting2d_flat", "cutting2d_struct", "cutting2d_struct_masked"} <= set(options["env"])
-    assert options["algorithm"] == ["a2c", "ppo"]
+    assert options["algorithm"] == ["a2c", "ppo", "sac", "sacfd"]
     assert {"dev", "local"} <= set(options["runner"])
     assert {"cartpole_ppo", "cutting2d_masked_ppo"} <= set(options["experiment"])
 

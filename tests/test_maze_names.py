@@ -54,12 +54,13 @@ def test_vector_obs_and_template_critics() -> None:
 @pytest.mark.parametrize("kwargs, message", [
     ({"components": {"runner": "sequential"}}, "'sequential' is one of Maze's rollout runners; maze-lab trains with "
                                                "runner=dev (envs in this process) or runner=local"),
-    ({"components": {"algorithm": "impala"}}, "valid options: a2c, ppo (Maze's 'impala' trainer is not available"),
+    ({"components": {"algorithm": "impala"}},
+     "valid options: a2c, ppo, sac, sacfd (Maze's 'impala' trainer is not available"),
     ({"overrides": {"policy": "torch_policy"}}, "unknown config key 'policy': 'policy' is a group of Maze's rollout "
                                                 "config (conf_rollout), not of training; maze-lab rolls out the policy "
                                                 "of a trained run with `maze-lab rollout RUN_DIR --episodes N`"),
     ({"overrides": {"hydra/launcher": "local"}}, "runs go to <log_base_dir>/<experiment>/<timestamp>"),
-    ({"components": {"critic": "template_state_action"}}, "state-action critics belong to SAC"),
+    ({"components": {"critic": "template_state_action"}}, "is critic=state_action"),
 ])
 def test_maze_names_without_an_equivalent_say_what_to_use(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigurationError) as info:

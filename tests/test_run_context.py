@@ -25,7 +25,8 @@ def tiny(tmp_path: Path, **more) -> dict:
 
 # ---- configuration errors ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs, message", [
-    ({"algorithm": "sac"}, "unknown option 'sac' for config group 'algorithm'; valid options: a2c, ppo"),
+    ({"algorithm": "impala"},
+     "unknown option 'impala' for config group 'algorithm'; valid options: a2c, ppo, sac, sacfd"),
     ({"runner": "cluster"}, "unknown option 'cluster' for config group 'runner'; valid options: dev, local"),
     ({"experiment": "nope"}, "unknown option 'nope' for config group 'experiment'; valid options: cartpole_ppo, "
                              "cutting2d_masked_ppo"),

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from training_utils import cartpole_factory, flat_actor_critic
+from training_utils import cartpole_factory, flat_actor_critic, pendulum, sac_model
 
 from maze_lab.core.agent.heuristic_policy import DummyCartPolePolicy
 from maze_lab.core.rollout.sequential import SequentialRolloutRunner
@@ -23,6 +23,7 @@ from maze_lab.train.trainers.common.base import Trainer, TrainingDivergedError
 from maze_lab.train.trainers.common.checkpoints import read_checkpoint
 from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
 from maze_lab.train.trainers.ppo import PPO, PPOAlgorithmConfig
+from maze_lab.train.trainers.sac import SAC, SACAlgorithmConfig
 from maze_lab.train.vector_env import SequentialVectorEnv
 
 
@@ -71,7 +72,15 @@ def _bc(n_epochs: int, updates_per_epoch: int, checkpoint_dir: Path | None, demo
     return BC(config, _model(seed), demos, evaluator=_evaluator(), writers=[], checkpoint_dir=checkpoint_dir)
 
 
-TRAINERS: dict[str, Callable[..., Trainer]] = {"a2c": _a2c, "ppo": _ppo, "bc": _bc}
+def _sac(n_epochs: int, updates_per_epoch: int, checkpoint_dir: Path | None, demos: Path, seed: int) -> Trainer:
+    config = SACAlgorithmConfig(n_epochs=n_epochs, epoch_length=updates_per_epoch, batch_size=32,
+                                initial_buffer_size=40, seed=0, patience=0)
+    return SAC(config, sac_model(pendulum, hidden=(32, 32), seed=seed), env=SequentialVectorEnv([pendulum], writers=[]),
+               evaluator=RolloutEvaluator(SequentialVectorEnv([pendulum], logging_prefix="eval", writers=[]),
+                                          n_episodes=1, deterministic=True), checkpoint_dir=checkpoint_dir)
+
+
+TRAINERS: dict[str, Callable[..., Trainer]] = {"a2c": _a2c, "ppo": _ppo, "bc": _bc, "sac": _sac}
 
 
 def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:

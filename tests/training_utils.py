@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
@@ -28,6 +29,36 @@ def flat_actor_critic(env, hidden=(64, 64)) -> TorchActorCritic:
     critic = TorchSharedStateCritic({0: FlattenConcatStateValueNet(obs_shapes, hidden_units=list(hidden),
                                                                    non_lin=nn.Tanh)}, env.observation_spaces_dict)
     return TorchActorCritic(policy, critic)
+
+
+def pendulum() -> GymMazeEnv:
+    """Pendulum-v1 as a MazeEnv (no rendering)."""
+    return GymMazeEnv("Pendulum-v1", render_mode=None)
+
+
+def cartpole() -> GymMazeEnv:
+    """CartPole-v1 as a MazeEnv (no rendering)."""
+    return GymMazeEnv("CartPole-v1", render_mode=None)
+
+
+FLATTEN = "maze_lab.perception.models.built_in.flatten_concat"
+
+
+def sac_model(factory, hidden=(64, 64), seed: int = 0) -> TorchActorCritic:
+    """A flatten-concat policy and two flatten-concat Q networks (ReLU) for SAC on a flat env."""
+    from maze_lab.perception.composers import build_model_composer
+
+    env = factory()
+    torch.manual_seed(seed)
+    nets = {"non_lin": "torch.nn.ReLU", "hidden_units": list(hidden)}
+    cfg = {"_target_": "maze_lab.perception.models.custom_model_composer.CustomModelComposer",
+           "distribution_mapper_config": [],
+           "policy": {"_target_": "maze_lab.perception.models.policies.ProbabilisticPolicyComposer",
+                      "networks": {"_target_": f"{FLATTEN}.FlattenConcatPolicyNet", **nets}},
+           "critic": {"_target_": "maze_lab.perception.models.critics.SharedStateActionCriticComposer",
+                      "networks": [{"_target_": f"{FLATTEN}.FlattenConcatStateActionValueNet", **nets}]}}
+    return build_model_composer(cfg, env.action_spaces_dict, env.observation_spaces_dict,
+                                env.agent_counts_dict).actor_critic()
 
 
 class MidEpochReader(LogStatsWriter):

@@ -47,6 +47,17 @@ class ProbabilityDistribution(ABC):
     def entropy(self) -> torch.Tensor:
         """Entropy of the distribution."""
 
+    def rsample_with_log_prob(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparametrized sample and its log-probability (SAC's policy loss differentiates through both).
+        Distributions with a transform override this to compute the log-probability from the untransformed
+        sample, which is exact where recovering it from the action is not (tanh near its bounds)."""
+        rsample = getattr(self, "rsample", None)
+        if rsample is None:
+            raise TypeError(f"{type(self).__name__} has no reparametrized sample: SAC's continuous update needs "
+                            "Box action heads (Gaussian, squashed Gaussian or Beta distributions)")
+        action = rsample()
+        return action, self.log_prob(action)
+
     @abstractmethod
     def kl(self, other: ProbabilityDistribution) -> torch.Tensor:
         """KL divergence KL(self || other) to a distribution of the same type."""

@@ -39,6 +39,14 @@ class DictProbabilityDistribution(ProbabilityDistribution):
         """Draw a reparametrized action per head (continuous heads only)."""
         return {k: d.rsample() for k, d in self.distribution_dict.items()}  # type: ignore[attr-defined]
 
+    def rsample_with_log_prob(self) -> tuple[dict[str, torch.Tensor], torch.Tensor]:  # type: ignore[override]
+        """A reparametrized action per head and their joint log-probability."""
+        actions, log_prob = {}, None
+        for k, d in self.distribution_dict.items():
+            actions[k], lp = d.rsample_with_log_prob()
+            log_prob = lp if log_prob is None else log_prob + lp
+        return actions, log_prob
+
     def deterministic_sample(self) -> dict[str, torch.Tensor]:  # type: ignore[override]
         """The most likely action per head."""
         return {k: d.deterministic_sample() for k, d in self.distribution_dict.items()}

@@ -22,10 +22,13 @@ def _bounds(space: gym.spaces.Box, dtype: torch.dtype, device: torch.device) -> 
     if hit is not None and hit[0] is space:
         return hit[1]
     SquashedGaussianProbabilityDistribution.check_action_space(space)
-    low = torch.as_tensor(space.low, dtype=dtype, device=device)
-    high = torch.as_tensor(space.high, dtype=dtype, device=device)
-    half_range = (high - low) / 2.0
-    bounds = (low, high, (high + low) / 2.0, half_range, half_range.log())
+    # normal tensors even when first asked for inside a rollout's inference_mode: the cached bounds are reused by
+    # losses that differentiate through them (SAC's reparametrized actions)
+    with torch.inference_mode(False):
+        low = torch.as_tensor(space.low, dtype=dtype, device=device)
+        high = torch.as_tensor(space.high, dtype=dtype, device=device)
+        half_range = (high - low) / 2.0
+        bounds = (low, high, (high + low) / 2.0, half_range, half_range.log())
     if len(_BOUNDS_CACHE) >= 64:
         _BOUNDS_CACHE.clear()
     _BOUNDS_CACHE[key] = (space, bounds)
@@ -73,6 +76,16 @@ class SquashedGaussianProbabilityDistribution(BoxParameterDistribution):
         """Draw a reparametrized action in [low, high]."""
         return self._squash(self.mean + self.std * torch.randn_like(self.mean))
 
+    def rsample_with_log_prob(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparametrized action in [low, high] and its log-density, computed from the Gaussian sample u (no
+        atanh of the action): log N(u) - log(half_range) - log(1 - tanh(u)^2), the last term in the overflow-free
+        form 2 (log 2 - u - softplus(-2u))."""
+        noise = torch.randn_like(self.mean)
+        u = self.mean + self.std * noise
+        log_p = (-0.5 * noise * noise - self.log_std - _HALF_LOG_2PI - self._log_half_range
+                 - 2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u)))
+        return self._squash(u), self._reduce(log_p)
+
     def deterministic_sample(self) -> torch.Tensor:
         """The squashed mean."""
         return self._squash(self.mean)
@@ -100,3 +113,4 @@ class SquashedGaussianProbabilityDistribution(BoxParameterDistribution):
 
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_2 = math.log(2.0)

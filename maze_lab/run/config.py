@@ -61,10 +61,11 @@ MAZE_HINTS: dict[str, dict[str, str]] = {
                      f"process) or runner=local (one process per env); {_ROLLOUT_HINT}"
                for name in ("sequential", "parallel")},
     "algorithm": {**{name: f"Maze's '{name}' trainer is not available in maze-lab yet"
-                     for name in ("impala", "sac", "sacfd", "es")},
+                     for name in ("impala", "es")},
                   "bc": "behavioural cloning is not available from configs yet; use "
                         "maze_lab.train.trainers.bc.BC in Python"},
-    "critic": {"template_state_action": "state-action critics belong to SAC, which maze-lab does not have yet"},
+    "critic": {"template_state_action": "maze-lab's state-action critic (two flatten-concat Q networks, for "
+                                        "algorithm=sac) is critic=state_action"},
     "env": {"tutorial_cutting_2d_basic": "maze-lab's finished Cutting-2D env is 'cutting2d_flat'",
             "tutorial_cutting_2d_events": "maze-lab's finished Cutting-2D env is 'cutting2d_flat'"},
 }
@@ -222,6 +223,7 @@ def _typed_section(parts: list[str]) -> bool:
 _LIGHT_ALGORITHM_CONFIGS = {
     "maze_lab.train.trainers.ppo.PPOAlgorithmConfig": "maze_lab.train.trainers.common.config.PPOAlgorithmConfig",
     "maze_lab.train.trainers.a2c.A2CAlgorithmConfig": "maze_lab.train.trainers.common.config.A2CAlgorithmConfig",
+    "maze_lab.train.trainers.sac.SACAlgorithmConfig": "maze_lab.train.trainers.sac.config.SACAlgorithmConfig",
 }
 
 

@@ -502,12 +502,9 @@ class _Run:
         return trainer
 
     def _algorithm_config(self) -> Any:
-        from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
-
         obj = self.objects.get("algorithm")
         if obj is not None:
-            if not isinstance(obj, ActorCriticAlgorithmConfig):
-                raise ConfigurationError(f"algorithm must be an A2C/PPO algorithm config, got {type(obj).__name__}")
+            _trainer_class(obj)  # refuses what no trainer takes, naming the valid ones
             return obj
         return build_algorithm_config(self.config)
 
@@ -606,13 +603,14 @@ def _train_reward(store: Any) -> float | None:
 def _trainer_class(algorithm: Any) -> type:
     from maze_lab.train.trainers.a2c import A2C, A2CAlgorithmConfig
     from maze_lab.train.trainers.ppo import PPO, PPOAlgorithmConfig
+    from maze_lab.train.trainers.sac import SAC, SACAlgorithmConfig
 
-    if isinstance(algorithm, PPOAlgorithmConfig):
-        return PPO
-    if isinstance(algorithm, A2CAlgorithmConfig):
-        return A2C
-    raise ConfigurationError(f"no trainer for {type(algorithm).__name__}; valid: PPOAlgorithmConfig, "
-                             f"A2CAlgorithmConfig")
+    trainers = {PPOAlgorithmConfig: PPO, A2CAlgorithmConfig: A2C, SACAlgorithmConfig: SAC}
+    for config_class, trainer in trainers.items():
+        if isinstance(algorithm, config_class):
+            return trainer
+    raise ConfigurationError(f"algorithm must be an algorithm config of a trainer (valid: "
+                             f"{', '.join(c.__name__ for c in trainers)}), got {type(algorithm).__name__}")
 
 
 def wrappers_in_run_dir(wrappers_cfg: Any, run_dir: str | Path) -> Any:

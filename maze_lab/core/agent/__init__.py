@@ -1,6 +1,6 @@
 """Policies, critics and actor-critics."""
 
-from maze_lab.core.agent.heuristic_policy import DummyCartPolePolicy, HeuristicPolicy
+from maze_lab.core.agent.heuristic_policy import DummyCartPolePolicy, HeuristicPolicy, PendulumSwingUpPolicy
 from maze_lab.core.agent.policy import Policy
 from maze_lab.core.agent.random_policy import RandomPolicy
 from maze_lab.core.agent.torch_actor_critic import ActorCriticOutput, TorchActorCritic
@@ -21,6 +21,7 @@ from maze_lab.core.agent.torch_state_critic import (
 __all__ = [
     "ActorCriticOutput",
     "DummyCartPolePolicy",
+    "PendulumSwingUpPolicy",
     "HeuristicPolicy",
     "Policy",
     "PolicySubStepOutput",

@@ -130,13 +130,7 @@ class ActorCriticTrainer(Trainer):
     def _one_update(self) -> None:
         t0 = time.perf_counter()
         self.policy.eval()
-        try:
-            rollout = self.rollout_generator.rollout(self.policy, self.config.n_rollout_steps, epoch=self.epoch + 1)
-        except RuntimeError as err:  # e.g. torch refusing to sample from NaN probabilities
-            diverged = self._diverged_weights_error("the rollout")
-            if diverged is not None:
-                raise diverged from err
-            raise
+        rollout = self._rollout(self.config.n_rollout_steps)
         self.policy.train()
         t1 = time.perf_counter()
         self.env_steps += rollout.n_actions

@@ -256,6 +256,18 @@ class Trainer(TrainingControl, ABC):
                 f"stays on disk. Lower the learning rate or check rewards and observations for NaN/inf."
             )
 
+    def _rollout(self, n_steps: int, sampler: Any = None) -> Any:
+        """``n_steps`` agent actions of every training env with the policy (or ``sampler``), from
+        ``self.rollout_generator``. A failure while the weights are NaN or inf (torch refusing to sample, or an env
+        refusing the NaN action it was given) is reported as the divergence it is."""
+        try:
+            return self.rollout_generator.rollout(self.eval_policy, n_steps, epoch=self.epoch + 1, sampler=sampler)
+        except (RuntimeError, ValueError) as err:
+            diverged = self._diverged_weights_error("the rollout")
+            if diverged is not None:
+                raise diverged from err
+            raise
+
     def _diverged_weights_error(self, during: str) -> TrainingDivergedError | None:
         """A TrainingDivergedError naming the parameters that are NaN or infinite (None where all are finite): what a
         torch error deep in sampling or a loss really means when the weights diverged."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,10 +62,13 @@ class RolloutGenerator:
         self._obs = self.env.reset()
         self.first_key = self.env.actor_id().step_key
 
-    def rollout(self, policy: Any, n_steps: int, epoch: int | None = None) -> Rollout:
+    def rollout(self, policy: Any, n_steps: int, epoch: int | None = None,
+                sampler: Callable[[StepKey, int], dict[str, np.ndarray]] | None = None) -> Rollout:
         """Collect ``n_steps`` agent actions in every env, sampling from the policy.
 
         :param epoch: the epoch the rollout belongs to, named by the error on a NaN/inf observation.
+        :param sampler: instead of the policy: ``sampler(policy key, n_envs)`` gives the stacked actions (e.g.
+            uniform random actions to fill a replay buffer); the records' log-probabilities are then zero.
         """
         if self._obs is None:
             self.reset()
@@ -75,13 +79,16 @@ class RolloutGenerator:
             check_finite_observations(obs, env.actor_id().step_key, epoch)  # the first after a reset
         for _ in range(n_steps):
             key = env.actor_id().step_key
-            with torch.inference_mode():
-                out = policy.compute_substep_policy_output(policy.obs_to_torch(obs), key)
-                actions_t = out.prob_dist.sample()
-                log_prob = out.prob_dist.joint_log_prob(actions_t)
-            actions = {k: v.cpu().numpy() for k, v in actions_t.items()}
+            if sampler is not None:
+                actions, log_prob = sampler(key, env.n_envs), np.zeros(env.n_envs, np.float32)
+            else:
+                with torch.inference_mode():
+                    out = policy.compute_substep_policy_output(policy.obs_to_torch(obs), key)
+                    actions_t = out.prob_dist.sample()
+                    log_prob = out.prob_dist.joint_log_prob(actions_t).cpu().numpy()
+                actions = {k: v.cpu().numpy() for k, v in actions_t.items()}
             next_obs, reward, terminated, truncated, infos = env.step(actions)
-            record = SubStepRecord(key, obs, actions, log_prob.cpu().numpy(), reward, terminated, truncated)
+            record = SubStepRecord(key, obs, actions, log_prob, reward, terminated, truncated)
             if truncated.any():
                 for i in np.flatnonzero(truncated & ~terminated):
                     check_finite_observations(infos[i]["terminal_observation"], self.first_key, epoch,
