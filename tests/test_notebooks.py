@@ -104,3 +104,16 @@ def test_01_getting_started_run_directory(getting_started: tuple) -> None:
     assert list(per_epoch.index) == list(range(1, 21))
     assert per_epoch.iloc[-1] > per_epoch.iloc[0] + 100
     assert "status: done" in text_of(cell_with(nb, "load_run(rc.run_dir)"))
+
+
+def test_every_notebook_is_executed_by_a_test() -> None:
+    """Each notebook of ``notebooks/`` is executed in a kernel by some test (papermill through ``execute`` /
+    ``run_notebook``, or voila for the Lab app), besides the JupyterLab run of every notebook in
+    ``test_notebooks_browser.py``: a new notebook without a test fails here."""
+    from notebook_utils import REPO
+
+    tests = [p for p in (REPO / "tests").glob("test_*.py") if p.name != "test_notebooks_browser.py"]
+    sources = "\n".join(p.read_text() for p in tests)
+    missing = [p.name for p in _notebooks() if f'"{p.name}"' not in sources and f"'{p.name}'" not in sources
+               and f'"{p.stem}"' not in sources and f"/ \"{p.name}\"" not in sources]
+    assert not missing, f"notebooks that no test executes: {missing}"
