@@ -14,6 +14,7 @@ import shutil
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from browser_utils import (
@@ -88,6 +89,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         server.stop()
 
 
+def _element_screenshot(page: Any, element: Any, path: Path) -> None:
+    """A screenshot of one output: the window is made tall enough for it first (JupyterLab scrolls its notebook
+    inside the page, so an output taller than the window would come out cut, with the menus drawn over it)."""
+    element.scroll_into_view_if_needed()
+    box = element.bounding_box() or {"height": 0}
+    size = page.viewport_size
+    needed = min(6000, int(box["height"]) + 400)
+    if needed > size["height"]:
+        page.set_viewport_size({"width": size["width"], "height": needed})
+        element.scroll_into_view_if_needed()
+    element.screenshot(path=str(path))
+    page.set_viewport_size(size)
+
+
 def _shutdown_kernels(base: str) -> None:
     """Delete every session of the server (its kernels stop), so that notebooks do not pile up kernels."""
     request = urllib.request.Request(f"{base}/api/sessions?token={LAB_TOKEN}")
@@ -140,15 +155,11 @@ def test_notebook_runs_in_jupyterlab(lab, name: str) -> None:
 
             outputs = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-child")
             assert outputs.count() > 0, f"{name} showed no output at all"
-            last = outputs.nth(outputs.count() - 1)
-            last.scroll_into_view_if_needed()
-            last.screenshot(path=str(SHOTS / f"{stem}_last_output.png"))
+            _element_screenshot(page, outputs.nth(outputs.count() - 1), SHOTS / f"{stem}_last_output.png")
             pictures = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-child:has("
                                     "img, canvas, .js-plotly-plot, .jupyter-widgets, svg)")
             if pictures.count():
-                picture = pictures.nth(pictures.count() - 1)
-                picture.scroll_into_view_if_needed()
-                picture.screenshot(path=str(SHOTS / f"{stem}_last_picture.png"))
+                _element_screenshot(page, pictures.nth(pictures.count() - 1), SHOTS / f"{stem}_last_picture.png")
             print(f"{name}: ran in {elapsed:.0f} s in JupyterLab, {len(cells)} code cells")
     finally:
         _shutdown_kernels(base)
