@@ -528,3 +528,29 @@ def test_refresh_of_a_replaced_file_says_so(tmp_path: Path) -> None:
     (tmp_path / STATS_FILE).write_bytes(stats_files.stream_header())
     with pytest.raises(StatsFileError, match="replaced or cut"):
         reader.refresh()
+
+
+def test_wide_samples_are_thinned_whole_and_aligned_across_keys() -> None:
+    """Observations of more values than the store keeps per epoch are thinned by whole samples, the same samples for
+    every list of the same length (the keys of one policy key), in fewer than ``max_samples`` values: the
+    distribution widget can still tell their dimensions apart (evenly thinned flat values it could not: a 50x2
+    inventory was pooled into one histogram)."""
+    rng = np.random.default_rng(0)
+    wide = [rng.normal(size=(50, 2)) + np.arange(100).reshape(50, 2) * 10 for _ in range(1000)]
+    narrow = [np.array([i, -i], dtype=np.float64) for i in range(1000)]
+    short = [np.array([float(i)]) for i in range(30)]
+    event = ObservationEvents.observation_original
+    store = StatsStore(max_samples=20_000)
+    store.write("train", 1, {StatKey(event, None, (0, "inventory")): wide,
+                             StatKey(event, None, (0, "ordered_piece")): narrow,
+                             StatKey(event, None, (1, "cutting_mask")): short})
+    found = {name: arr for _, _, _, _, name, arr in store.samples(epoch=1)}
+    inventory, ordered = found["0/inventory"].reshape(-1, 100), found["0/ordered_piece"].reshape(-1, 2)
+    assert found["0/inventory"].size < 20_000 and len(inventory) == 199
+    # whole samples, and the same ones for both keys of policy key 0
+    kept = [int(i) for i in ordered[:, 0]]
+    assert kept == sorted(set(kept)) and kept[0] == 0 and kept[-1] == 999
+    assert np.allclose(inventory, np.stack([wide[i].ravel() for i in kept]))
+    assert np.allclose(ordered[:, 1], -ordered[:, 0])
+    # what fits is kept whole
+    assert np.allclose(found["1/cutting_mask"], np.arange(30))

@@ -27,6 +27,23 @@ class LogStatsWriter(ABC):
     def write(self, prefix: str | None, step: int, stats: LogStats) -> None:
         """Write the statistics of one epoch (``step``) logged under ``prefix`` (e.g. train / eval)."""
 
+    def _rows_to_keep(self, stats: LogStats) -> dict[int, np.ndarray]:
+        """For sample lists of N equally shaped samples (the observations and actions of N steps): which samples to
+        keep where they hold more than ``max_samples`` values. Lists of the same length keep the same samples (the
+        keys of one policy key stay aligned, as the distribution widget reads them), as many as the widest list
+        fits in fewer than ``max_samples`` values (an array of exactly ``max_samples`` values is an evenly thinned
+        one, as older versions of this store wrote them)."""
+        widest: dict[int, int] = {}
+        for value in stats.values():
+            if not is_distribution(value) or not len(value):
+                continue
+            first = np.shape(value[0])
+            size = int(np.prod(first)) if first else 1
+            if len(value) * size > self.max_samples:
+                widest[len(value)] = max(widest.get(len(value), 0), size)
+        return {n: np.linspace(0, n - 1, max(1, (self.max_samples - 1) // size)).astype(np.int64)
+                for n, size in widest.items()}
+
     def begin_epoch(self, step: int) -> None:
         """The writes of epoch ``step`` follow (a writer that publishes whole epochs holds them back)."""
 
@@ -225,11 +242,15 @@ class StatsStore(LogStatsWriter):
         """Add the statistics of epoch ``step``: held back until :meth:`end_epoch` where this thread opened an epoch,
         published at once otherwise."""
         rows, samples = [], []
+        keep = self._rows_to_keep(stats)
         for key, value in stats.items():
             ident = (int(step), prefix or "", key.topic, key.event_name, key.label)
             if is_distribution(value):
                 arr = _flat_samples(value)
-                if arr.size > self.max_samples:
+                n = len(value)
+                if n in keep and arr.size % n == 0:  # whole samples, the same for every list of n samples
+                    arr = arr.reshape(n, -1)[keep[n]].ravel()
+                elif arr.size > self.max_samples:
                     arr = arr[np.linspace(0, arr.size - 1, self.max_samples).astype(np.int64)]
                 samples.append((*ident, arr))
                 continue
