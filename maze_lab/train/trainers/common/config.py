@@ -22,8 +22,26 @@ PPO_BOUNDED_BOX_DEFAULTS: dict[str, Any] = {
 with twice the learning rate (the default runner's 2 envs give half the Zoo's 4,096 samples per update)."""
 
 
+class AlgorithmConfigFields:
+    """What every algorithm config (a dataclass) offers the run layer: its parameter names, and building it from a
+    dict that names only valid ones."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Names of all parameters."""
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Any:
+        """Build from a dict; unknown keys raise an error listing the valid ones."""
+        unknown = sorted(set(values) - set(cls.field_names()))
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown parameter(s) {unknown}; valid: {cls.field_names()}")
+        return cls(**values)
+
+
 @dataclass
-class ActorCriticAlgorithmConfig:
+class ActorCriticAlgorithmConfig(AlgorithmConfigFields):
     """Parameters shared by A2C and PPO."""
 
     n_epochs: int = 0
@@ -112,18 +130,6 @@ class ActorCriticAlgorithmConfig:
             return self, {}
         return dataclasses.replace(self, **changes), changes
 
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of all parameters."""
-        return [f.name for f in fields(cls)]
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> ActorCriticAlgorithmConfig:
-        """Build from a dict; unknown keys raise an error listing the valid ones."""
-        unknown = sorted(set(values) - set(cls.field_names()))
-        if unknown:
-            raise ValueError(f"{cls.__name__}: unknown parameter(s) {unknown}; valid: {cls.field_names()}")
-        return cls(**values)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
+
+from maze_lab.train.trainers.common.config import AlgorithmConfigFields
 
 
 @dataclass
-class SACAlgorithmConfig:
+class SACAlgorithmConfig(AlgorithmConfigFields):
     """Parameters of SAC and SAC from demonstrations.
 
     An *update* collects ``n_rollout_steps`` agent actions in every training env into the replay buffer, then takes
@@ -94,16 +96,3 @@ class SACAlgorithmConfig:
             problems.append(f"max_grad_norm must be >= 0 (0 disables clipping), got {self.max_grad_norm}")
         if problems:
             raise ValueError(f"{type(self).__name__}: " + "; ".join(problems))
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of all parameters."""
-        return [f.name for f in fields(cls)]
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> SACAlgorithmConfig:
-        """Build from a dict; unknown keys raise an error listing the valid ones."""
-        unknown = sorted(set(values) - set(cls.field_names()))
-        if unknown:
-            raise ValueError(f"{cls.__name__}: unknown parameter(s) {unknown}; valid: {cls.field_names()}")
-        return cls(**values)
