@@ -68,3 +68,19 @@ def result_line(nb: dict, prefix: str) -> dict:
         if line.startswith(prefix):
             return json.loads(line[len(prefix):])
     raise AssertionError(f"no line starting with {prefix!r} in the executed notebook")
+
+
+def execute_with_summary(name: str, tmp_path_factory: Any, **parameters: Any) -> tuple[Path, dict, dict]:
+    """Execute ``notebooks/<name>`` once (a module fixture's work) into a fresh temporary directory: (run directory,
+    executed notebook, the JSON of its ``summary:`` line)."""
+    run_dir, nb = execute(name, tmp_path_factory.mktemp(Path(name).stem), **parameters)
+    return run_dir, nb, result_line(nb, "summary:")
+
+
+def parameters_source(name: str) -> str:
+    """The source of the one cell tagged ``parameters`` of the committed ``notebooks/<name>`` (that every notebook
+    has cleared outputs, the ``maze-lab`` kernel and one such cell, ``test_notebooks.py`` checks for all of them)."""
+    nb = json.loads((NOTEBOOKS / name).read_text())
+    tagged = [c for c in cells(nb) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, f"{name}: {len(tagged)} cells tagged 'parameters'"
+    return source(tagged[0])

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from notebook_utils import NOTEBOOKS, cell_with, execute, mime_types, result_line, text_of
+from notebook_utils import (
+    cell_with,
+    execute_with_summary,
+    mime_types,
+    parameters_source,
+    text_of,
+)
 
 from maze_lab.core.log_stats.writers import StatsStore
 
@@ -15,18 +19,11 @@ NAME = "13_your_own_env.ipynb"
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """The notebook executed once with its defaults: (run directory, executed notebook, summary line)."""
-    run_dir, nb = execute(NAME, tmp_path_factory.mktemp("your_own_env"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary(NAME, tmp_path_factory)
 
 
 def test_committed_notebook_is_clean_and_parameterised() -> None:
-    nb = json.loads((NOTEBOOKS / NAME).read_text())
-    assert nb["metadata"]["kernelspec"]["name"] == "maze-lab"
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "outputs must be cleared"
-    params = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
-    assert len(params) == 1
-    src = "".join(params[0]["source"])
+    src = parameters_source(NAME)
     for name in ("n_epochs", "seed", "run_dir", "log_base_dir"):
         assert f"{name} =" in src
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from notebook_utils import NOTEBOOKS, cell_with, cells, execute, mime_types, result_line, text_of
+from notebook_utils import (
+    NOTEBOOKS,
+    cell_with,
+    cells,
+    execute_with_summary,
+    mime_types,
+    text_of,
+)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -45,8 +52,7 @@ def test_committed_notebooks_have_no_outputs() -> None:
 @pytest.fixture(scope="module")
 def getting_started(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """``01_getting_started.ipynb`` executed once with its defaults: (run directory, executed notebook, summary)."""
-    run_dir, nb = execute("01_getting_started.ipynb", tmp_path_factory.mktemp("getting_started"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary("01_getting_started.ipynb", tmp_path_factory)
 
 
 def test_01_getting_started_learns(getting_started: tuple) -> None:

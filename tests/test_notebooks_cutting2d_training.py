@@ -6,10 +6,15 @@ directory it wrote."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from notebook_utils import NOTEBOOKS, cell_with, cells, execute, mime_types, result_line, text_of
+from notebook_utils import (
+    cell_with,
+    cells,
+    execute_with_summary,
+    mime_types,
+    parameters_source,
+    text_of,
+)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -22,26 +27,18 @@ OPTIMUM = -30.0
 @pytest.fixture(scope="module")
 def training(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """06 executed once with its defaults: (run directory, executed notebook, summary)."""
-    run_dir, nb = execute(TRAINING, tmp_path_factory.mktemp("cutting2d_training"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary(TRAINING, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def masked(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """07 executed once with its defaults: (run directory, executed notebook, summary)."""
-    run_dir, nb = execute(MASKED, tmp_path_factory.mktemp("structured_and_masked"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary(MASKED, tmp_path_factory)
 
 
 @pytest.mark.parametrize("name", [TRAINING, MASKED])
 def test_committed_notebook_is_clean_and_parameterised(name: str) -> None:
-    nb = json.loads((NOTEBOOKS / name).read_text())
-    assert nb["metadata"]["kernelspec"]["name"] == "maze-lab"
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "outputs must be cleared"
-    params = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
-    assert len(params) == 1
-    src = "".join(params[0]["source"])
+    src = parameters_source(name)
     for param in ("n_epochs", "seed", "run_dir", "log_base_dir"):
         assert f"{param} =" in src
     for line in src.strip().splitlines():

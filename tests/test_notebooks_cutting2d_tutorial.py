@@ -5,11 +5,16 @@ the run directory it wrote, recomputed here where that can be done independently
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-from notebook_utils import NOTEBOOKS, cell_with, cells, execute, mime_types, result_line, text_of
+from notebook_utils import (
+    cell_with,
+    cells,
+    execute_with_summary,
+    mime_types,
+    parameters_source,
+    text_of,
+)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 CORE = "02_cutting2d_core_env.ipynb"
@@ -34,9 +39,9 @@ def _images(cell: dict) -> int:
 
 
 def _execute(name: str, factory: pytest.TempPathFactory) -> tuple:
-    run_dir, nb = execute(name, factory.mktemp(name.split("_")[0]))
+    run_dir, nb, summary = execute_with_summary(name, factory)
     assert "Traceback" not in "".join(text_of(c) for c in cells(nb))
-    return run_dir, nb, result_line(nb, "summary:")
+    return run_dir, nb, summary
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +72,7 @@ def reward_nb(tmp_path_factory: pytest.TempPathFactory) -> tuple:
 
 @pytest.mark.parametrize("name", [CORE, MAZE, EVENTS, REWARD])
 def test_committed_notebook_is_clean_and_parameterised(name: str) -> None:
-    nb = json.loads((NOTEBOOKS / name).read_text())
-    assert nb["metadata"]["kernelspec"]["name"] == "maze-lab"
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "outputs must be cleared"
-    params = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
-    assert len(params) == 1
-    src = "".join(params[0]["source"])
+    src = parameters_source(name)
     for parameter in ("seed =", "run_dir ="):
         assert parameter in src
     if name == EVENTS:  # the notebook that trains writes a run

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from notebook_utils import NOTEBOOKS, cell_with, execute, mime_types, result_line, text_of
+from notebook_utils import (
+    cell_with,
+    execute_with_summary,
+    mime_types,
+    parameters_source,
+    text_of,
+)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -24,13 +30,7 @@ EXPERIMENTS = "11_experiments.ipynb"
                    "run_dir", "log_base_dir")),
 ])
 def test_committed_notebook_is_clean_and_parameterised(name: str, names: tuple[str, ...]) -> None:
-    nb = json.loads((NOTEBOOKS / name).read_text())
-    assert nb["metadata"]["kernelspec"]["name"] == "maze-lab"
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "outputs must be cleared"
-    params = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
-    assert len(params) == 1
-    src = "".join(params[0]["source"])
+    src = parameters_source(name)
     for param in names:
         assert f"{param} =" in src, param
 
@@ -50,8 +50,7 @@ def _values(array: object) -> list:
 @pytest.fixture(scope="module")
 def imitation(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """The imitation notebook executed once with its defaults: (run directory, executed notebook, summary)."""
-    run_dir, nb = execute(IMITATION, tmp_path_factory.mktemp("imitation"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary(IMITATION, tmp_path_factory)
 
 
 @pytest.mark.slow
@@ -134,8 +133,7 @@ def test_10_pictures_and_widgets_were_shown(imitation: tuple) -> None:
 @pytest.fixture(scope="module")
 def experiments(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """The experiments notebook executed once with its defaults: (run directory, executed notebook, summary)."""
-    run_dir, nb = execute(EXPERIMENTS, tmp_path_factory.mktemp("experiments"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary(EXPERIMENTS, tmp_path_factory)
 
 
 @pytest.mark.slow

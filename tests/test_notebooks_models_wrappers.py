@@ -4,11 +4,16 @@ plus the library behaviour notebook 09 relies on: a relative ``statistics_dump``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from notebook_utils import NOTEBOOKS, cell_with, execute, mime_types, result_line, text_of
+from notebook_utils import (
+    cell_with,
+    execute_with_summary,
+    mime_types,
+    parameters_source,
+    text_of,
+)
 from run_utils import TINY
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -55,13 +60,7 @@ NAMES = ["08_models.ipynb", "09_wrappers_and_normalization.ipynb", "12_plain_pyt
 
 @pytest.mark.parametrize("name", NAMES)
 def test_committed_notebook_is_clean_and_parameterised(name: str) -> None:
-    nb = json.loads((NOTEBOOKS / name).read_text())
-    assert nb["metadata"]["kernelspec"]["name"] == "maze-lab"
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "outputs must be cleared"
-    params = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
-    assert len(params) == 1
-    src = "".join(params[0]["source"])
+    src = parameters_source(name)
     for param in ("seed", "run_dir", "log_base_dir"):
         assert f"{param} =" in src
     # every default is explained by a comment
@@ -72,8 +71,7 @@ def test_committed_notebook_is_clean_and_parameterised(name: str) -> None:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """``08_models.ipynb`` executed once with its defaults: (run directory, executed notebook, summary)."""
-    run_dir, nb = execute("08_models.ipynb", tmp_path_factory.mktemp("models"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary("08_models.ipynb", tmp_path_factory)
 
 
 def _n_params(module) -> int:  # noqa: ANN001
@@ -161,8 +159,7 @@ def test_08_distribution_mapper_choices(models: tuple) -> None:
 @pytest.fixture(scope="module")
 def wrappers(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """``09_wrappers_and_normalization.ipynb`` executed once with its defaults."""
-    run_dir, nb = execute("09_wrappers_and_normalization.ipynb", tmp_path_factory.mktemp("wrappers"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary("09_wrappers_and_normalization.ipynb", tmp_path_factory)
 
 
 @pytest.mark.slow
@@ -223,8 +220,7 @@ def test_09_distribution_widget_shows_original_and_normalized(wrappers: tuple) -
 @pytest.fixture(scope="module")
 def plain_python(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """``12_plain_python_training.ipynb`` executed once with its defaults."""
-    run_dir, nb = execute("12_plain_python_training.ipynb", tmp_path_factory.mktemp("plain_python"))
-    return run_dir, nb, result_line(nb, "summary:")
+    return execute_with_summary("12_plain_python_training.ipynb", tmp_path_factory)
 
 
 @pytest.mark.slow
