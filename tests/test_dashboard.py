@@ -387,17 +387,21 @@ def test_dashboard_renders_in_chromium(tmp_path):
 @pytest.mark.browser
 def test_the_cockpit_of_a_finished_run_renders_in_voila(tmp_path):
     """Voila renders a notebook after it ran: the figures must come up with their curves, not empty axes."""
-    import nbformat
-    from browser_utils import browser_skip_reason, chromium_page, screenshot, start_voila, wait_for_plots
+    from browser_utils import (
+        browser_skip_reason,
+        chromium_page,
+        screenshot,
+        start_voila,
+        wait_for_plots,
+        write_notebook,
+    )
 
     reason = browser_skip_reason()
     if reason:
         pytest.skip(reason)
     run_dir = train_tiny_run(tmp_path / "runs")
     code = f"from maze_lab.widgets.dashboard import TrainingDashboard\nTrainingDashboard({str(run_dir)!r})"
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    notebook.metadata["kernelspec"] = {"name": "maze-lab", "display_name": "maze-lab", "language": "python"}
-    nbformat.write(notebook, tmp_path / "cockpit.ipynb")
+    write_notebook(tmp_path / "cockpit.ipynb", [code])
     expected = TrainingDashboard(run_dir)
     server = start_voila(tmp_path / "cockpit.ipynb", tmp_path)
     try:

@@ -23,6 +23,7 @@ from browser_utils import (
     start_maze_lab_lab,
     wait_for_plots,
     wait_until,
+    write_notebook,
 )
 from run_utils import train_tiny_run
 
@@ -289,15 +290,10 @@ def test_figures_render_in_jupyterlab_and_after_a_reload(tmp_path: Path, finishe
     """Figures filled after they were made show their current data in JupyterLab, after a reload and in a re-opened
     notebook: importing ``maze_lab.widgets`` (as any notebook using a widget does) makes plotly's figures robust."""
     _skip_without_browser()
-    import nbformat
 
     cells = [f"import maze_lab.widgets\nRUN_DIR = {str(finished_run)!r}"]
     cells += [textwrap.dedent(c).strip() for c in _JUPYTER_NOTEBOOK_CELLS]
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    notebook.metadata["kernelspec"] = {"name": "maze-lab", "display_name": "maze-lab", "language": "python"}
-    root = tmp_path / "lab"
-    root.mkdir()
-    nbformat.write(notebook, root / "figures.ipynb")
+    root = write_notebook(tmp_path / "lab" / "figures.ipynb", cells).parent
     server = start_jupyterlab(root, tmp_path)
     try:
         server.wait_ready(timeout=120)
@@ -349,7 +345,6 @@ def test_traces_added_after_a_figure_was_redrawn_show_once(tmp_path: Path) -> No
     once: the replaced drawing's listeners go quiet. (They did not: notebook 06's cockpit showed 'train mean' and
     'train min–max' twice, because its first training statistics came after the figure was drawn.)"""
     _skip_without_browser()
-    import nbformat
 
     cells = ["import asyncio\nimport maze_lab.widgets\nimport plotly.graph_objects as go\n"
              "fig = go.FigureWidget(layout={'title': 'added later'})\n"
@@ -358,11 +353,7 @@ def test_traces_added_after_a_figure_was_redrawn_show_once(tmp_path: Path) -> No
              "while not getattr(fig, '_maze_lab_resyncs', 0):\n    await asyncio.sleep(0.05)\n"
              "fig.add_scatter(x=[0, 1], y=[2, 1], name='second')\n"
              "fig.add_scatter(x=[0, 1], y=[0, 3], name='third')\nNone"]
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    notebook.metadata["kernelspec"] = {"name": "maze-lab", "display_name": "maze-lab", "language": "python"}
-    root = tmp_path / "lab"
-    root.mkdir()
-    nbformat.write(notebook, root / "later.ipynb")
+    root = write_notebook(tmp_path / "lab" / "later.ipynb", cells).parent
     server = start_jupyterlab(root, tmp_path)
     try:
         server.wait_ready(timeout=120)
