@@ -323,6 +323,11 @@ def test_figures_render_in_jupyterlab_and_after_a_reload(tmp_path: Path, finishe
             before = check("after running the cells")
             screenshot(page, "jupyterlab_figures")
             page.keyboard.press("Control+s")
+            # the reload shows what was saved: wait until the save holds the figures (a reload right after the key
+            # press could load the notebook without them on a busy machine: no figures at all after the reload)
+            saved = root / "figures.ipynb"
+            wait_until(lambda: "application/vnd.jupyter.widget-view+json" in saved.read_text(), timeout=60,
+                       interval=0.2, what="the notebook to be saved with its figures")
             page.reload()
             page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=120_000)
             after = check("after a browser reload")
