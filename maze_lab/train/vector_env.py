@@ -265,13 +265,13 @@ def _serve(conn: Any, payload: bytes) -> None:
                         info["terminal_observation"] = obs
                         obs, _ = env.reset()
                     results.append((obs, r, te, tr, info, env.actor_id(), env.get_actor_rewards()))
-                episodes = _pop_episodes(envs)
+                episodes = pop_episode_stats(envs)
                 conn.send(("ok", (results, episodes)))
             elif cmd == "reset":
                 obs = [env.reset(seed=s)[0] for env, s in zip(envs, data, strict=True)]
                 conn.send(("ok", (obs, [env.actor_id() for env in envs])))
             elif cmd == "episodes":
-                conn.send(("ok", _pop_episodes(envs)))
+                conn.send(("ok", pop_episode_stats(envs)))
             elif cmd == "call":
                 name, args, kwargs = data
                 conn.send(("ok", [getattr(env, name)(*args, **kwargs) for env in envs]))
@@ -288,7 +288,8 @@ def _serve(conn: Any, payload: bytes) -> None:
             conn.send(("error", traceback.format_exc()))
 
 
-def _pop_episodes(envs: list[LogStatsWrapper]) -> list[LogStats]:
+def pop_episode_stats(envs: list[LogStatsWrapper]) -> list[LogStats]:
+    """The statistics of the episodes the envs finished since the last call (taken out of their aggregators)."""
     out: list[LogStats] = []
     for env in envs:
         agg = env.epoch_aggregator
