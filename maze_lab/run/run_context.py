@@ -477,18 +477,30 @@ class _Run:
         if venv_cls is None:
             raise ConfigurationError(f"runner.vector_env must be 'sequential' or 'subprocess', got "
                                      f"'{runner.vector_env}'")
-        train_env = self.train_env = venv_cls([self.env_factory(i, "train") for i in range(int(runner.concurrency))],
-                                              logging_prefix="train", writers=writers)
+        algorithm = self._algorithm_config()
+        trainer_cls = _trainer_class(algorithm)
         eval_env = self.eval_env = SequentialVectorEnv(
             [self.env_factory(i, "eval") for i in range(int(runner.eval_concurrency))], logging_prefix="eval",
             writers=writers)
-        algorithm = self._algorithm_config()
-        model = self._model(train_env)
         evaluator = RolloutEvaluator(eval_env, n_episodes=algorithm.eval_repeats,
                                      deterministic=algorithm.deterministic_eval)
-        trainer_cls = _trainer_class(algorithm)
-        trainer = trainer_cls(algorithm, model, env=train_env, evaluator=evaluator, writers=writers,
-                              checkpoint_dir=self.run_directory.checkpoint_dir)
+        if getattr(trainer_cls, "uses_env_factories", False):
+            # the trainer runs its envs in its own worker processes (ES workers, IMPALA actors): it gets one env
+            # factory per env (the algorithm's num_actors, else runner.concurrency); its worker statistics object
+            # stands where the training vector env would
+            n_envs = int(getattr(algorithm, "num_actors", 0) or runner.concurrency)
+            model = self._model(eval_env)
+            trainer = trainer_cls(algorithm, model, env_factories=[self.env_factory(i, "train") for i in range(n_envs)],
+                                  evaluator=evaluator, writers=writers,
+                                  checkpoint_dir=self.run_directory.checkpoint_dir)
+            self.train_env = trainer.env
+        else:
+            train_env = self.train_env = venv_cls(
+                [self.env_factory(i, "train") for i in range(int(runner.concurrency))], logging_prefix="train",
+                writers=writers)
+            model = self._model(train_env)
+            trainer = trainer_cls(algorithm, model, env=train_env, evaluator=evaluator, writers=writers,
+                                  checkpoint_dir=self.run_directory.checkpoint_dir)
         # the values actually trained with where the algorithm's bounded_box block replaced configured ones
         self.run_directory.write_summary(bounded_box_changes=dict(getattr(trainer, "bounded_box_changes", {})))
         if cfg.input_dir:
@@ -571,6 +583,8 @@ class _Run:
             return
         for venv in (self.train_env, self.eval_env):
             try:
+                if not hasattr(venv, "reset"):
+                    continue  # the statistics of a trainer's own workers: they flush their envs' logs on close
                 if hasattr(venv, "envs"):
                     for env in venv.envs:
                         env.flush_event_logs()
@@ -588,7 +602,10 @@ class _Run:
 
     def close(self) -> None:
         if self._trainer is not None:
-            self.train_env.close()
+            if hasattr(self._trainer, "close"):
+                self._trainer.close()  # a trainer's own worker processes
+            if hasattr(self.train_env, "close"):
+                self.train_env.close()
             self.eval_env.close()
             for w in self.writers:
                 w.close()
@@ -600,17 +617,24 @@ def _train_reward(store: Any) -> float | None:
     return None if sel.empty else float(sel.value.iloc[-1])
 
 
-def _trainer_class(algorithm: Any) -> type:
-    from maze_lab.train.trainers.a2c import A2C, A2CAlgorithmConfig
-    from maze_lab.train.trainers.ppo import PPO, PPOAlgorithmConfig
-    from maze_lab.train.trainers.sac import SAC, SACAlgorithmConfig
+_TRAINERS = {
+    # algorithm config class (its torch-free module) -> the trainer class that takes it
+    "maze_lab.train.trainers.common.config.PPOAlgorithmConfig": "maze_lab.train.trainers.ppo.PPO",
+    "maze_lab.train.trainers.common.config.A2CAlgorithmConfig": "maze_lab.train.trainers.a2c.A2C",
+    "maze_lab.train.trainers.sac.config.SACAlgorithmConfig": "maze_lab.train.trainers.sac.SAC",
+}
 
-    trainers = {PPOAlgorithmConfig: PPO, A2CAlgorithmConfig: A2C, SACAlgorithmConfig: SAC}
-    for config_class, trainer in trainers.items():
-        if isinstance(algorithm, config_class):
-            return trainer
-    raise ConfigurationError(f"algorithm must be an algorithm config of a trainer (valid: "
-                             f"{', '.join(c.__name__ for c in trainers)}), got {type(algorithm).__name__}")
+
+def _trainer_class(algorithm: Any) -> type:
+    """The trainer class of an algorithm config object (ConfigurationError naming the valid ones otherwise)."""
+    from hydra.utils import get_class
+
+    for config_path, trainer_path in _TRAINERS.items():
+        if isinstance(algorithm, get_class(config_path)):
+            return get_class(trainer_path)
+    valid = ", ".join(path.rsplit(".", 1)[1] for path in _TRAINERS)
+    raise ConfigurationError(f"algorithm must be an algorithm config of a trainer (valid: {valid}), got "
+                             f"{type(algorithm).__name__}")
 
 
 def wrappers_in_run_dir(wrappers_cfg: Any, run_dir: str | Path) -> Any:
