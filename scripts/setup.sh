@@ -80,9 +80,9 @@ if ! "$VPY" -c 'import torch' >/dev/null 2>&1; then
 fi
 
 # --- maze-lab itself, editable, with the pins of constraints.txt ---
-extras="notebook"
+extras="notebook,scale"
 if [[ $dev -eq 1 ]]; then
-  extras="notebook,dev"
+  extras="notebook,scale,dev"
   if [[ ! -x /usr/bin/chromium ]]; then apt_install chromium; fi
 fi
 pip_q -c constraints.txt -e ".[${extras}]"
