@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import pytest
+from conf_options import listed_options
 
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.run.config import available_options, compose_config, parse_cli_overrides
@@ -14,7 +15,8 @@ from maze_lab.run.config import available_options, compose_config, parse_cli_ove
 def test_builtin_groups_and_options():
     options = available_options()
     assert {"gym_env", "cutting2d_flat", "cutting2d_struct", "cutting2d_struct_masked"} <= set(options["env"])
-    assert options["algorithm"] == ["a2c", "ppo", "sac", "sacfd"]
+    assert {"a2c", "bc", "ppo", "sac", "sacfd"} <= set(options["algorithm"])
+    assert options["algorithm"] == sorted(options["algorithm"]) == listed_options("algorithm").split(", ")
     assert {"dev", "local"} <= set(options["runner"])
     assert {"cartpole_ppo", "cutting2d_masked_ppo"} <= set(options["experiment"])
 
@@ -43,7 +45,7 @@ def test_unknown_group_option_and_key_list_valid_choices():
     with pytest.raises(ConfigurationError, match="unknown config group 'algo'; valid groups: env, wrappers, model"):
         compose_config({"algo": "ppo"})
     with pytest.raises(ConfigurationError, match="unknown option 'ppo2' for config group 'algorithm'; valid options: "
-                                                 "a2c, ppo"):
+                                                 + listed_options("algorithm")):
         compose_config({"algorithm": "ppo2"})
     with pytest.raises(ConfigurationError, match="unknown option 'nope' for config group 'experiment'"):
         compose_config(experiment="nope")

@@ -54,8 +54,6 @@ def test_vector_obs_and_template_critics() -> None:
 @pytest.mark.parametrize("kwargs, message", [
     ({"components": {"runner": "sequential"}}, "'sequential' is one of Maze's rollout runners; maze-lab trains with "
                                                "runner=dev (envs in this process) or runner=local"),
-    ({"components": {"algorithm": "impala"}},
-     "valid options: a2c, ppo, sac, sacfd (Maze's 'impala' trainer is not available"),
     ({"overrides": {"policy": "torch_policy"}}, "unknown config key 'policy': 'policy' is a group of Maze's rollout "
                                                 "config (conf_rollout), not of training; maze-lab rolls out the policy "
                                                 "of a trained run with `maze-lab rollout RUN_DIR --episodes N`"),

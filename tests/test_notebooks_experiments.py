@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conf_options import listed_options
 from notebook_utils import (
     cell_with,
     execute_with_summary,
@@ -143,8 +144,8 @@ def test_11_overrides_and_refusals(experiments: tuple) -> None:
     key_error, option_error = summary["refusals"]
     assert key_error.startswith("unknown config key 'algorithm.learning_rate'; valid keys in 'algorithm': ")
     assert " lr, " in key_error
-    assert option_error.startswith("unknown option 'impala' for config group 'algorithm'; "
-                                   "valid options: a2c, ppo, sac, sacfd")
+    assert option_error.startswith("unknown option 'rainbow' for config group 'algorithm'; "
+                                   f"valid options: {listed_options('algorithm')}")
     assert "ConfigurationError" in text_of(cell_with(nb, "except ConfigurationError as err"))
     # the experiment file's changes are listed against the defaults
     changes = text_of(cell_with(nb, "differing_params([default_config, experiment_config])"))

@@ -10,6 +10,8 @@ import pytest
 pytest.importorskip("papermill")
 pytest.importorskip("ipykernel")
 
+from conf_options import listed_options
+
 from maze_lab.core.utils.factory import ConfigurationError  # noqa: E402
 from maze_lab.run.papermill_run import NotebookRunError, notebook_parameters, run_notebook  # noqa: E402
 
@@ -69,16 +71,17 @@ def test_executed_notebook_is_saved_into_the_run_directory(two_runs: list[tuple[
 
 def test_a_failing_parameter_gives_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(NotebookRunError) as info:
-        run_notebook(NOTEBOOK, {**PARAMS, "algorithm": "impala"}, log_base_dir=tmp_path)
+        run_notebook(NOTEBOOK, {**PARAMS, "algorithm": "rainbow"}, log_base_dir=tmp_path)
     err = info.value
     assert err.ename == "ConfigurationError"
-    assert "unknown option 'impala' for config group 'algorithm'; valid options: a2c, ppo, sac, sacfd" in str(err)
+    assert (f"unknown option 'rainbow' for config group 'algorithm'; valid options: {listed_options('algorithm')}"
+            in str(err))
     assert "failed in cell In [" in str(err)
     assert "Traceback" in err.traceback and "rc = RunContext(" in err.traceback  # the failing cell's traceback
     assert err.traceback in str(err)
     assert err.executed_notebook.is_file() and err.executed_notebook.parent == err.run_dir
     summary = json.loads((err.run_dir / "maze_lab_run.json").read_text())
-    assert summary["status"] == "failed" and "impala" in summary["error"]
+    assert summary["status"] == "failed" and "rainbow" in summary["error"]
 
 
 def test_unknown_parameter_names_the_valid_ones(tmp_path: Path) -> None:
@@ -140,8 +143,8 @@ def test_an_experiment_keeps_its_own_length_of_training(tmp_path: Path) -> None:
 
 
 def test_a_config_error_in_the_notebook_comes_before_torch(tmp_path: Path) -> None:
-    out = run_compose_cells({"algorithm": "impala"}, PROBE, tmp_path)
-    assert "ConfigurationError: unknown option 'impala' for config group 'algorithm'" in out[-2]
+    out = run_compose_cells({"algorithm": "rainbow"}, PROBE, tmp_path)
+    assert "ConfigurationError: unknown option 'rainbow' for config group 'algorithm'" in out[-2]
     assert json.loads(out[-1]) == {"heavy": [], "config": None}
 
 

@@ -60,10 +60,6 @@ MAZE_HINTS: dict[str, dict[str, str]] = {
     "runner": {name: f"'{name}' is one of Maze's rollout runners; maze-lab trains with runner=dev (envs in this "
                      f"process) or runner=local (one process per env); {_ROLLOUT_HINT}"
                for name in ("sequential", "parallel")},
-    "algorithm": {**{name: f"Maze's '{name}' trainer is not available in maze-lab yet"
-                     for name in ("impala", "es")},
-                  "bc": "behavioural cloning is not available from configs yet; use "
-                        "maze_lab.train.trainers.bc.BC in Python"},
     "critic": {"template_state_action": "maze-lab's state-action critic (two flatten-concat Q networks, for "
                                         "algorithm=sac) is critic=state_action"},
     "env": {"tutorial_cutting_2d_basic": "maze-lab's finished Cutting-2D env is 'cutting2d_flat'",
@@ -224,6 +220,9 @@ _LIGHT_ALGORITHM_CONFIGS = {
     "maze_lab.train.trainers.ppo.PPOAlgorithmConfig": "maze_lab.train.trainers.common.config.PPOAlgorithmConfig",
     "maze_lab.train.trainers.a2c.A2CAlgorithmConfig": "maze_lab.train.trainers.common.config.A2CAlgorithmConfig",
     "maze_lab.train.trainers.sac.SACAlgorithmConfig": "maze_lab.train.trainers.sac.config.SACAlgorithmConfig",
+    "maze_lab.train.trainers.impala.ImpalaAlgorithmConfig": "maze_lab.train.trainers.impala.config.ImpalaAlgorithmConfig",  # noqa: E501
+    "maze_lab.train.trainers.es.ESAlgorithmConfig": "maze_lab.train.trainers.es.config.ESAlgorithmConfig",
+    "maze_lab.train.trainers.bc.BCAlgorithmConfig": "maze_lab.train.trainers.bc.config.BCAlgorithmConfig",
 }
 
 
@@ -321,9 +320,56 @@ def build_algorithm_config(cfg: DictConfig) -> Any:
         raise ConfigurationError(f"algorithm config: {err}") from err
 
 
+TRAJECTORY_SUFFIX = ".trajectory.zip"
+"""The name ending of recorded episode files (``maze_lab.core.trajectory.files.SUFFIX``, without importing numpy)."""
+
+_RECORD_HINT = ("record episodes with `maze-lab rollout RUN_DIR --episodes N` (Python: RunContext.rollout, or "
+                "SequentialRolloutRunner(..., trajectory_dir=DIR) for a heuristic policy)")
+
+
+def imitation_dataset_dir(value: Any, key: str = "algorithm.dataset") -> Path:
+    """The directory of recorded episodes that ``key`` names: a directory holding ``*.trajectory.zip`` files
+    (searched recursively), or a run directory (its ``trajectories/``). Raises ConfigurationError naming ``key``
+    and what is expected where it is unset, missing, empty or holds no recorded episodes."""
+    from maze_lab.run.run_dir import MARKER
+
+    expected = "a directory of recorded episodes (*.trajectory.zip files) or a run directory holding trajectories/"
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ConfigurationError(f"{key} is not set; behavioural cloning needs {expected}: {key}=DIR; {_RECORD_HINT}")
+    if not isinstance(value, str | Path):
+        raise ConfigurationError(f"{key} must be a path ({expected}), got {type(value).__name__} {value!r}")
+    path = Path(value).expanduser().resolve()
+    if not path.exists():
+        raise ConfigurationError(f"{key}={value}: {path} does not exist; expected {expected}")
+    if not path.is_dir():
+        raise ConfigurationError(f"{key}={value}: {path} is a file, not a directory; expected {expected}")
+    if (path / MARKER).is_file():
+        # a run directory: only the episodes it recorded, not anything else below it
+        episodes = path / "trajectories"
+        if not (episodes.is_dir() and any(p.is_file() for p in episodes.rglob(f"*{TRAJECTORY_SUFFIX}"))):
+            raise ConfigurationError(f"{key}={value}: the run directory {path} has no recorded episodes in "
+                                     f"trajectories/; {_RECORD_HINT}")
+        return episodes
+    if not any(p.is_file() for p in path.rglob(f"*{TRAJECTORY_SUFFIX}")):
+        others = sorted(p.name for p in path.iterdir())[:5]
+        found = f"it holds {others}" if others else "it is empty"
+        raise ConfigurationError(f"{key}={value}: {path} holds no recorded episodes ({found}); expected {expected}; "
+                                 f"{_RECORD_HINT}")
+    return path
+
+
+def learns_from_data(algorithm: Any) -> bool:
+    """Whether ``algorithm`` is the config of a trainer that reads recorded episodes instead of a training env."""
+    from maze_lab.train.trainers.bc.config import BCAlgorithmConfig
+
+    return isinstance(algorithm, BCAlgorithmConfig)
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Check a composed configuration as far as can be done without building envs or importing torch."""
     algorithm = build_algorithm_config(cfg)
+    if learns_from_data(algorithm):
+        imitation_dataset_dir(algorithm.dataset)
     epochs = getattr(algorithm, "n_epochs", 0)
     if isinstance(epochs, int) and epochs < 0:
         key = "n_epochs" if cfg.get("n_epochs") is not None else "algorithm.n_epochs"
@@ -375,6 +421,13 @@ def training_plan(cfg: DictConfig, n_epochs: int | None = None, bounded_box: boo
         replace the epoch length); None: found out with :func:`bounded_box_actions` where it can be.
     """
     algorithm = build_algorithm_config(cfg)
+    if learns_from_data(algorithm):
+        epochs = int(n_epochs) if n_epochs is not None else int(algorithm.n_epochs)
+        if epochs > 0:
+            return (f"training for {epochs} epoch{'s' if epochs != 1 else ''}, each a pass over the recorded "
+                    f"episodes of algorithm.dataset")
+        return ("no n_epochs given: passes over the recorded episodes of algorithm.dataset until you stop it with "
+                "Ctrl-C (the last checkpoint stays); set n_epochs=N to end by itself")
     bounded = bounded_box_actions(cfg) if bounded_box is None else bounded_box
     bounded_config, changes = (algorithm.for_bounded_box_actions() if getattr(algorithm, "bounded_box", None)
                                else (algorithm, {}))

@@ -57,7 +57,11 @@ class RunContext:
         defaults to ``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``, see ``maze_lab.run.run_dir``).
     :param silent: no console statistics tables.
     :param multirun: treat list values in ``overrides`` as a grid (one run per combination).
-    :param n_jobs: for grids: runs in parallel worker processes.
+    :param n_jobs: for grids: runs in parallel worker processes (Ray tasks in flight with ``launcher="ray"``).
+    :param launcher: for grids: ``local`` (worker processes of this machine) or ``ray`` (each run a Ray task, see
+        ``maze_lab.run.ray_tasks``).
+    :param ray_address: with ``launcher="ray"``: None starts a local Ray (an initialized Ray is reused), ``auto`` or
+        ``host:6379`` / ``ray://host:10001`` joins a cluster.
     :param trust: when resuming (``input_dir``): modules or dotted names of your own that the earlier run's
         ``config.yaml`` may name besides maze-lab's own classes and the names of this run's configuration (see
         ``maze_lab.core.utils.factory.TrustPolicy``).
@@ -69,7 +73,8 @@ class RunContext:
                  algorithm: Any = None, runner: Any = None, overrides: Mapping[str, Any] | None = None,
                  experiment: str | None = None, config_module: str | list[str] | None = None,
                  run_dir: str | Path | None = None, silent: bool = False, multirun: bool = False, n_jobs: int = 1,
-                 trust: Iterable[str] | str | None = None, overwrite: bool = False):
+                 trust: Iterable[str] | str | None = None, overwrite: bool = False, launcher: str = "local",
+                 ray_address: str | None = None):
         components = {"env": env, "wrappers": wrappers, "model": model, "critic": critic, "algorithm": algorithm,
                       "runner": runner}
         self._objects = {k: v for k, v in components.items() if _is_object(v)}
@@ -83,6 +88,13 @@ class RunContext:
         self.silent = silent
         self.multirun = multirun
         self.n_jobs = n_jobs
+        from maze_lab.run.ray_tasks import LAUNCHERS
+
+        if launcher not in LAUNCHERS:
+            raise ConfigurationError(f"launcher '{launcher}' is not one of {', '.join(LAUNCHERS)}")
+        if ray_address is not None and launcher != "ray":
+            raise ConfigurationError(f"ray_address={ray_address!r} names a Ray cluster; pass launcher='ray' with it")
+        self.launcher, self.ray_address = launcher, ray_address
         overrides = dict(overrides or {})
         if multirun:
             grid_keys = [k for k, v in overrides.items() if isinstance(v, list | tuple)]
@@ -149,8 +161,10 @@ class RunContext:
         if "algorithm" in self._objects:
             obj = self._objects["algorithm"]
             epochs = n_epochs if n_epochs is not None else obj.n_epochs
+            patience = getattr(obj, "patience", 0)  # BC has none: it trains until stopped
             return (f"training for {epochs} epochs" if epochs else
-                    f"training until early stopping (patience {obj.patience}) or Ctrl-C")
+                    f"training until early stopping (patience {patience}) or Ctrl-C" if patience else
+                    "training until you stop it (Ctrl-C)")
         built = self._run._trainer if self._run is not None else None
         # once the trainer is built, its env's action space says whether the bounded-Box values apply
         known = bool(built.bounded_box_changes) if built is not None else None
@@ -243,12 +257,21 @@ class RunContext:
     def _train_grid(self, n_epochs: int | None) -> Any:
         from maze_lab.run.runs import compare_runs
 
-        if self._objects and self.n_jobs > 1:
+        if self._objects and (self.n_jobs > 1 or self.launcher == "ray"):
             raise ConfigurationError("parallel grid runs need config-only components (names or dicts); objects "
-                                     f"{sorted(self._objects)} cannot be sent to worker processes. Use n_jobs=1.")
+                                     f"{sorted(self._objects)} cannot be sent to worker processes or Ray tasks. "
+                                     f"Use n_jobs=1 (launcher='local').")
         run_dirs: list[Path] = []
         failures: list[tuple[Path, BaseException]] = []
-        if self.n_jobs > 1:
+        if self.launcher == "ray":
+            from maze_lab.run.ray_tasks import train_configs_as_ray_tasks
+
+            for path, error in train_configs_as_ray_tasks([OmegaConf.to_container(c) for c in self.configs],
+                                                          n_epochs, self.n_jobs, self.ray_address):
+                run_dirs.append(path)
+                if error is not None:
+                    failures.append((path, error))
+        elif self.n_jobs > 1:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
 
@@ -494,6 +517,18 @@ class _Run:
                                   evaluator=evaluator, writers=writers,
                                   checkpoint_dir=self.run_directory.checkpoint_dir)
             self.train_env = trainer.env
+        elif getattr(trainer_cls, "learns_from_data", False):
+            # behavioural cloning reads its recorded episodes (algorithm.dataset), not a training env: none is
+            # built; the evaluation env gives the model its spaces and checks that the episodes fit them
+            from maze_lab.run.config import imitation_dataset_dir
+
+            dataset = imitation_dataset_dir(algorithm.dataset)
+            self.train_env = None
+            model = self._model(eval_env)
+            # n_eval_episodes=0: model selection by validation loss; the evaluator stays for RunContext.evaluate
+            trainer = trainer_cls(algorithm, model, dataset=dataset,
+                                  evaluator=evaluator if algorithm.n_eval_episodes else None, writers=writers,
+                                  checkpoint_dir=self.run_directory.checkpoint_dir)
         else:
             train_env = self.train_env = venv_cls(
                 [self.env_factory(i, "train") for i in range(int(runner.concurrency))], logging_prefix="train",
@@ -508,8 +543,20 @@ class _Run:
 
             source = RunDirectory.open(cfg.input_dir)
             with corrupt_checkpoint_errors(source.last_checkpoint):
-                trainer.load_checkpoint(source.last_checkpoint)
-            self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=trainer.epoch)
+                origin = _checkpoint_trainer(source.last_checkpoint)
+            if origin is not None and origin != type(trainer).__name__:
+                # fine-tuning (e.g. PPO from a BC run): the other trainer's best weights, policy and critic as
+                # that run has them; epochs, updates, env steps, best reward and optimizer state start afresh,
+                # since they count and score another algorithm's training
+                weights = source.best_checkpoint if source.best_checkpoint.exists() else source.last_checkpoint
+                with corrupt_checkpoint_errors(weights):
+                    trainer.load_checkpoint(weights, weights_only=True)
+                self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=0,
+                                                 fine_tuned_from={"trainer": origin, "checkpoint": weights.name})
+            else:
+                with corrupt_checkpoint_errors(source.last_checkpoint):
+                    trainer.load_checkpoint(source.last_checkpoint)
+                self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=trainer.epoch)
         trainer.callbacks.append(self._on_epoch)
         return trainer
 
@@ -622,7 +669,18 @@ _TRAINERS = {
     "maze_lab.train.trainers.common.config.PPOAlgorithmConfig": "maze_lab.train.trainers.ppo.PPO",
     "maze_lab.train.trainers.common.config.A2CAlgorithmConfig": "maze_lab.train.trainers.a2c.A2C",
     "maze_lab.train.trainers.sac.config.SACAlgorithmConfig": "maze_lab.train.trainers.sac.SAC",
+    "maze_lab.train.trainers.impala.config.ImpalaAlgorithmConfig": "maze_lab.train.trainers.impala.IMPALA",
+    "maze_lab.train.trainers.es.config.ESAlgorithmConfig": "maze_lab.train.trainers.es.ES",
+    "maze_lab.train.trainers.bc.config.BCAlgorithmConfig": "maze_lab.train.trainers.bc.BC",
 }
+
+
+def _checkpoint_trainer(path: Path) -> str | None:
+    """The name of the trainer class that wrote the checkpoint ``path`` (None where it does not say)."""
+    from maze_lab.train.trainers.common.checkpoints import read_checkpoint
+
+    name = read_checkpoint(path).get("trainer")
+    return name if isinstance(name, str) else None
 
 
 def _trainer_class(algorithm: Any) -> type:

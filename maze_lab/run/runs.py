@@ -153,19 +153,13 @@ class LoadedRun:
     def policy(self, which: str = "best") -> Any:
         """Rebuild the model from the config and load the ``best`` or ``last`` weights; returns the policy."""
         from maze_lab.perception.composers import build_model_composer
-        from maze_lab.train.trainers.common.checkpoints import CheckpointError, read_checkpoint
+        from maze_lab.train.trainers.common.checkpoints import CheckpointError
 
-        if which not in ("best", "last"):
-            raise ValueError(f"which='{which}' is not a checkpoint; valid: 'best', 'last'")
         cfg = self._checked_config(("env", "wrappers", "model"))
         if "_object_" in cfg["model"]:
             raise ValueError(f"{self.path}: the run used a Python model object; rebuild it yourself and "
                              f"load {self.directory.best_checkpoint} with load_state_dict")
-        path = self.directory.best_checkpoint if which == "best" else self.directory.last_checkpoint
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist (which='{which}'; valid: 'best', 'last')")
-        with corrupt_checkpoint_errors(path):
-            state = read_checkpoint(path)  # weights only; a refused or truncated file raises CheckpointError
+        path, state = self._checkpoint(which)
         env = self.env_factory().build_env()
         try:
             model = self.trust.run(lambda: build_model_composer(
@@ -180,6 +174,29 @@ class LoadedRun:
                                   f"{' '.join(str(err).split())[:500]}") from None
         model.eval()
         return model.policy
+
+    def _checkpoint(self, which: str) -> tuple[Path, dict[str, Any]]:
+        """The path and contents of the ``best`` or ``last`` checkpoint (read with weights only)."""
+        from maze_lab.train.trainers.common.checkpoints import read_checkpoint
+
+        if which not in ("best", "last"):
+            raise ValueError(f"which='{which}' is not a checkpoint; valid: 'best', 'last'")
+        path = self.directory.best_checkpoint if which == "best" else self.directory.last_checkpoint
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist (which='{which}'; valid: 'best', 'last')")
+        with corrupt_checkpoint_errors(path):
+            return path, read_checkpoint(path)  # a refused or truncated file raises CheckpointError
+
+    def normalization_statistics(self, which: str = "best") -> dict[str, Any] | None:
+        """The observation normalization statistics saved with the ``best`` or ``last`` checkpoint, as the
+        ObservationNormalizationWrapper's ``set_normalization_statistics`` takes them (None: the run had none)."""
+        from maze_lab.train.trainers.common.actor_critic import _to_numpy  # the inverse of how checkpoints store them
+
+        stats = self._checkpoint(which)[1].get("normalization_statistics")
+        if not stats and which == "best" and self.directory.last_checkpoint.exists():
+            # the best checkpoint keeps the weights only; the statistics are fixed once estimated: take the last's
+            stats = self._checkpoint("last")[1].get("normalization_statistics")
+        return _to_numpy(stats) if stats else None
 
     def rollout(self, n_episodes: int = 1, which: str = "best", deterministic: bool = True,
                 seed: int | None = None, record_trajectory: bool = True, record_frames: bool | None = None) -> Any:

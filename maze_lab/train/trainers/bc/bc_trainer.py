@@ -38,7 +38,8 @@ class BC(Trainer):
     :param algorithm_config: the algorithm parameters.
     :param model: a TorchActorCritic (its critic is kept as is, so that checkpoints fine-tune with A2C/PPO) or a
         TorchPolicy.
-    :param dataset: an :class:`InMemoryImitationDataset`, or the directory of the recorded episodes.
+    :param dataset: an :class:`InMemoryImitationDataset`, or the directory of the recorded episodes (a run
+        directory works: its ``trajectories/``); None: ``algorithm_config.dataset``.
     :param evaluator: a RolloutEvaluator run after each epoch (and every ``eval_every_k_iterations`` updates);
         None: no rollouts, the best model is the one with the lowest validation loss.
     :param model_selection: keeps the best weights (default: the evaluator's, else a new one).
@@ -53,14 +54,22 @@ class BC(Trainer):
 
     events = ImitationEvents
 
+    learns_from_data = True
+    """The run layer builds no training env for this trainer: it reads its dataset (``algorithm.dataset``)."""
+
     def __init__(self, algorithm_config: BCAlgorithmConfig, model: Any,
-                 dataset: InMemoryImitationDataset | str | Path, evaluator: Any = None,
+                 dataset: InMemoryImitationDataset | str | Path | None = None, evaluator: Any = None,
                  model_selection: BestModelSelection | None = None, writers: list[LogStatsWriter] | None = None,
                  checkpoint_dir: str | Path | None = None, observation_spaces: Mapping[StepKey, Any] | None = None,
                  action_spaces: Mapping[StepKey, Any] | None = None):
         self.policy = getattr(model, "policy", model)
         if not hasattr(self.policy, "compute_substep_policy_output"):
             raise TypeError(f"BC needs a TorchPolicy or TorchActorCritic, got {type(model).__name__}")
+        if dataset is None:
+            if not algorithm_config.dataset:
+                raise ValueError("BC needs recorded episodes: pass dataset=<directory of *.trajectory.zip files or "
+                                 "a run directory>, or set BCAlgorithmConfig.dataset")
+            dataset = algorithm_config.dataset
         if not isinstance(dataset, InMemoryImitationDataset):
             dataset = InMemoryImitationDataset(dataset)
         self.dataset = dataset
@@ -177,7 +186,9 @@ class BC(Trainer):
                     f"{float(nll.detach())} (a recorded action has zero probability, e.g. it is masked out in its "
                     "observation, or the weights are no longer finite); the last good checkpoint stays on disk")
             self.optimizer.zero_grad(set_to_none=True)
-            nll.backward()
+            # an entropy bonus (algorithm.entropy_coef) keeps the cloned policy from collapsing onto one action
+            loss = nll - self.config.entropy_coef * entropy if self.config.entropy_coef else nll
+            loss.backward()
             self._record(ImitationEvents.policy_grad_norm, grad_norm(self.policy.network_for(key).parameters()), key)
             self.optimizer.step()
             self.updates += 1
