@@ -114,6 +114,29 @@ def test_sacfd_starts_better_than_sac_on_the_same_env_step_budget(tmp_path: Path
     assert sacfd_best > sac_best + 300, (sacfd_best, sac_best)
 
 
+def test_a_resumed_run_goes_on_with_the_checkpointed_replay_buffer(tmp_path: Path) -> None:
+    config = SACAlgorithmConfig(n_epochs=1, epoch_length=5, batch_size=16, initial_buffer_size=60,
+                                checkpoint_replay_buffer=True, seed=0, patience=0)
+    first = sac_trainer(pendulum, config, eval_episodes=1, checkpoint_dir=tmp_path)
+    first.train()
+    assert len(first.replay_buffer) == 65
+    resumed = sac_trainer(pendulum, config, eval_episodes=1)
+    resumed.load_checkpoint(tmp_path / "state_dict_last.pt")
+    saved, restored = first.replay_buffer.state_dict(), resumed.replay_buffer.state_dict()
+    assert restored["size"] == saved["size"] == 65
+    assert all(torch.equal(saved["arrays"][k], restored["arrays"][k]) for k in saved["arrays"])
+    resumed.train(n_epochs=1)  # no refill: the buffer already holds initial_buffer_size transitions
+    assert resumed.env_steps == first.env_steps + 5 and len(resumed.replay_buffer) == 70
+    # a smaller buffer keeps the newest transitions; without the option the checkpoint holds none
+    small = ReplayBuffer(capacity=10)
+    small.load_state_dict(saved)
+    assert len(small) == 10 and torch.equal(small.state_dict()["arrays"]["reward"], saved["arrays"]["reward"][-10:])
+    plain = sac_trainer(pendulum, SACAlgorithmConfig(n_epochs=1, epoch_length=2, batch_size=16, initial_buffer_size=20,
+                                                     seed=0, patience=0), eval_episodes=1, checkpoint_dir=tmp_path / "p")
+    plain.train()
+    assert "replay_buffer" not in torch.load(tmp_path / "p" / "state_dict_last.pt", weights_only=True)
+
+
 def test_replay_buffer_overwrites_the_oldest_and_keeps_the_time_limit_observation() -> None:
     buffer = ReplayBuffer(capacity=4, seed=0)
     for i in range(6):

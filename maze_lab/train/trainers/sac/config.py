@@ -62,6 +62,10 @@ class SACAlgorithmConfig(AlgorithmConfigFields):
     """SACfD: a directory of recorded episodes (``*.trajectory.zip``) whose transitions start the replay buffer."""
     from_demonstrations: bool = False
     """SACfD: ``demonstrations`` must be given (``algorithm=sacfd`` sets this)."""
+    checkpoint_replay_buffer: bool = False
+    """Keep the replay buffer in ``state_dict_last.pt`` (its size grows the file: about 40 bytes per transition for
+    Pendulum), so that a resumed run goes on with the same transitions instead of refilling
+    ``initial_buffer_size`` with the resumed policy's actions."""
     seed: int | None = None
     """Seeds torch, the replay sampling and the random initial actions (None: unseeded)."""
     extra: dict[str, Any] | None = None

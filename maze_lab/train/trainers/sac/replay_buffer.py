@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,6 +71,29 @@ class ReplayBuffer:
             raise ValueError("the replay buffer is empty: fill it before sampling")
         idx = self._rng.integers(0, self.size, size=int(batch_size))
         return {name: torch.from_numpy(array[idx]).to(device) for name, array in self._arrays.items()}
+
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stored transitions, oldest first, as tensors (what a checkpoint read with weights only can hold)."""
+        order = (self._next - self.size + np.arange(self.size)) % self.capacity
+        return {"size": self.size, "arrays": {name: torch.from_numpy(array[order])
+                                              for name, array in self._arrays.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Put back the transitions of :meth:`state_dict`; where there are more than ``capacity``, the newest."""
+        arrays = {name: np.asarray(t) for name, t in dict(state.get("arrays", {})).items()}
+        lengths = {len(a) for a in arrays.values()}
+        if len(lengths) > 1 or (arrays and lengths != {int(state.get("size", -1))}):
+            raise ValueError(f"the checkpoint's replay buffer is inconsistent: {len(arrays)} columns with lengths "
+                             f"{sorted(lengths)} for a size of {state.get('size')}")
+        self.size, self._next, self._arrays = 0, 0, {}
+        if not arrays or not lengths.pop():
+            return
+        columns = {name: a[-self.capacity:] for name, a in arrays.items()}
+        obs = {k[4:]: v for k, v in columns.items() if k.startswith("obs/")}
+        actions = {k[7:]: v for k, v in columns.items() if k.startswith("action/")}
+        next_obs = {k[9:]: v for k, v in columns.items() if k.startswith("next_obs/")}
+        self.add(obs, actions, columns["reward"], next_obs, columns["terminated"])
 
 
 def load_demonstrations(buffer: ReplayBuffer, trajectory_dir: str | Path, allowed_classes: tuple = ()) -> int:

@@ -208,12 +208,22 @@ class SAC(Trainer):
                 "alpha_optimizer": self.alpha_optimizer}
 
     def _extra_state(self) -> dict[str, Any]:
-        return {"log_alpha": self.log_alpha.detach().cpu()}
+        extra: dict[str, Any] = {"log_alpha": self.log_alpha.detach().cpu(),
+                                 "demonstration_transitions": self.demonstration_transitions}
+        if self.config.checkpoint_replay_buffer:
+            extra["replay_buffer"] = self.replay_buffer.state_dict()
+        return extra
 
     def _load_extra_state(self, state: dict[str, Any], weights_only: bool) -> None:
-        if not weights_only and "log_alpha" in state:
+        if weights_only:
+            return
+        if "log_alpha" in state:
             with torch.no_grad():
                 self.log_alpha.copy_(torch.as_tensor(state["log_alpha"]))
+        if "replay_buffer" in state:
+            self.replay_buffer.load_state_dict(state["replay_buffer"])
+            # the demonstrations are in the restored buffer already: not loaded a second time
+            self.demonstration_transitions = int(state.get("demonstration_transitions", 0))
 
 
 @contextmanager
