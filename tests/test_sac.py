@@ -131,8 +131,9 @@ def test_a_resumed_run_goes_on_with_the_checkpointed_replay_buffer(tmp_path: Pat
     small = ReplayBuffer(capacity=10)
     small.load_state_dict(saved)
     assert len(small) == 10 and torch.equal(small.state_dict()["arrays"]["reward"], saved["arrays"]["reward"][-10:])
-    plain = sac_trainer(pendulum, SACAlgorithmConfig(n_epochs=1, epoch_length=2, batch_size=16, initial_buffer_size=20,
-                                                     seed=0, patience=0), eval_episodes=1, checkpoint_dir=tmp_path / "p")
+    plain_config = SACAlgorithmConfig(n_epochs=1, epoch_length=2, batch_size=16, initial_buffer_size=20, seed=0,
+                                      patience=0)
+    plain = sac_trainer(pendulum, plain_config, eval_episodes=1, checkpoint_dir=tmp_path / "p")
     plain.train()
     assert "replay_buffer" not in torch.load(tmp_path / "p" / "state_dict_last.pt", weights_only=True)
 
