@@ -200,7 +200,11 @@ def running_lab_url(path: Path) -> str | None:
 
 def _run(args: argparse.Namespace) -> int:
     from maze_lab.run.config import parse_override_value
+    from maze_lab.run.notebook_batch import is_batch_command, run_batch_command
     from maze_lab.run.papermill_run import NotebookRunError, run_notebook
+
+    if is_batch_command(args):  # -p key a,b,c, --jobs or --ray: one execution per combination
+        return run_batch_command(args)
 
     params = {key: parse_override_value(value) for key, value in (args.parameters or [])}
     given = " ".join(f"-p {key} {value}" for key, value in (args.parameters or []))
@@ -286,9 +290,10 @@ def _sweep(args: argparse.Namespace) -> int:
     overrides, experiment = parse_sweep(args.overrides)
     experiment = args.experiment or experiment
     rc = RunContext(overrides=overrides, experiment=experiment, config_module=args.config_module, silent=True,
-                    multirun=True, n_jobs=args.jobs)
+                    multirun=True, n_jobs=args.jobs, launcher="ray" if args.ray else "local", ray_address=args.address)
     grid = " x ".join(f"{k} ({len(overrides[k])} values)" for k in rc.grid_keys) or "no swept keys"
-    print(f"maze-lab sweep: {len(rc.configs)} runs over {grid}, {args.jobs} parallel job(s)", flush=True)
+    print(f"maze-lab sweep: {len(rc.configs)} runs over {grid}, {args.jobs} parallel job(s)"
+          f"{' as Ray tasks' if args.ray else ''}", flush=True)
     plans = list(dict.fromkeys(training_plan(cfg) for cfg in rc.configs))
     print(f"maze-lab sweep: each run: {plans[0]}" if len(plans) == 1 else
           "maze-lab sweep: the runs differ: " + " | ".join(plans), flush=True)
@@ -611,10 +616,16 @@ def build_parser() -> argparse.ArgumentParser:
                                      "notebook is saved there.")
     run.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
     run.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
-                     help="a parameter; VALUE is read as YAML (3, 0.001, true, '{algorithm.lr: 0.001}')")
+                     help="a parameter; VALUE is read as YAML (3, 0.001, true, '{algorithm.lr: 0.001}'); "
+                          "a,b,c: a batch, one execution per value (quote a comma that belongs to a value)")
     run.add_argument("--log-base-dir", default=None,
                      help="base of the run directory (default: $MAZE_LAB_OUTPUTS, else <project root>/outputs)")
     run.add_argument("--kernel", help="Jupyter kernel name (default: the notebook's)")
+    run.add_argument("--jobs", "-j", type=int, default=None,
+                     help="a batch: executions at the same time (-p NAME a,b,c runs one execution per value)")
+    run.add_argument("--ray", action="store_true", help="a batch: each execution a Ray task (a local Ray by default)")
+    run.add_argument("--address", help="with --ray: join this Ray cluster (auto, HOST:6379 or ray://HOST:10001)")
+    run.add_argument("--batch-name", help="a batch: its name (default: the notebook's name)")
     run.set_defaults(func=_run)
 
     sweep = sub.add_parser("sweep", parents=[common],
@@ -624,6 +635,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "to every run.")
     sweep.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="key=a,b,c or key=value")
     sweep.add_argument("--jobs", "-j", type=int, default=1, help="runs in parallel worker processes")
+    sweep.add_argument("--ray", action="store_true", help="each run a Ray task (--jobs of them at a time)")
+    sweep.add_argument("--address", help="with --ray: join this Ray cluster (auto, HOST:6379 or ray://HOST:10001)")
     sweep.add_argument("--experiment", help="experiment file (config group 'experiment')")
     sweep.add_argument("--config-module", action="append", help="importable package with your own config groups")
     sweep.add_argument("-cn", "--config-name", help=argparse.SUPPRESS)  # Maze's `-cn conf_train`
@@ -675,6 +688,9 @@ def build_parser() -> argparse.ArgumentParser:
     jupyter.add_argument("--print-command", "--dry-run", dest="dry_run", action="store_true",
                          help="print the command instead of running it")
     jupyter.set_defaults(func=_jupyter)
+    from maze_lab.run.optimize import add_optimize_parser  # Optuna search (own module, imports no torch)
+
+    add_optimize_parser(sub, common)
     return parser
 
 

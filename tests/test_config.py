@@ -189,3 +189,13 @@ def test_composing_imports_neither_torch_nor_matplotlib() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_list_item_is_overridden_by_its_index_and_a_bad_index_says_how() -> None:
+    cfg = compose_config({}, {"model.critic.networks.0.hidden_units": [64, 64]}, "pendulum_sac")
+    assert list(cfg.model.critic.networks[0].hidden_units) == [64, 64]
+    with pytest.raises(ConfigurationError, match=r"model.critic.networks is a list of 1 item\(s\); index it with 0..0 "
+                                                 r".*or replace the whole list \('model.critic.networks=\[...\]'\)"):
+        compose_config({}, {"model.critic.networks.3.hidden_units": [64]}, "pendulum_sac")
+    with pytest.raises(ConfigurationError, match="expected a value of type list"):
+        compose_config({}, {"model.critic.networks.0.hidden_units": "wide"}, "pendulum_sac")

@@ -80,7 +80,28 @@ def _sac(n_epochs: int, updates_per_epoch: int, checkpoint_dir: Path | None, dem
                                           n_episodes=1, deterministic=True), checkpoint_dir=checkpoint_dir)
 
 
-TRAINERS: dict[str, Callable[..., Trainer]] = {"a2c": _a2c, "ppo": _ppo, "bc": _bc, "sac": _sac}
+def _es(n_epochs: int, updates_per_epoch: int, checkpoint_dir: Path | None, demos: Path, seed: int) -> Trainer:
+    from maze_lab.train.trainers.es import ES, ESAlgorithmConfig
+
+    # one worker process and short episodes: an update is two pairs of at most 20 steps
+    config = ESAlgorithmConfig(n_epochs=n_epochs, epoch_length=updates_per_epoch, n_rollouts_per_update=4,
+                               max_steps=20, shared_noise_table_size=100_000, seed=0, patience=0)
+    return ES(config, _model(seed), env_factories=[cartpole_factory], evaluator=_evaluator(), writers=[],
+              checkpoint_dir=checkpoint_dir)
+
+
+def _impala(n_epochs: int, updates_per_epoch: int, checkpoint_dir: Path | None, demos: Path, seed: int) -> Trainer:
+    from maze_lab.train.trainers.impala import IMPALA, ImpalaAlgorithmConfig
+
+    # two actors in one actor process, two 16-step trajectories per update
+    config = ImpalaAlgorithmConfig(n_epochs=n_epochs, epoch_length=updates_per_epoch, n_rollout_steps=16,
+                                   actors_batch_size=2, num_actors=2, actor_processes=1, lr=1e-3, seed=0, patience=0)
+    return IMPALA(config, _model(seed), env_factories=[cartpole_factory] * 2, evaluator=_evaluator(), writers=[],
+                  checkpoint_dir=checkpoint_dir)
+
+
+TRAINERS: dict[str, Callable[..., Trainer]] = {"a2c": _a2c, "ppo": _ppo, "bc": _bc, "sac": _sac, "es": _es,
+                                               "impala": _impala}
 
 
 def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:

@@ -182,13 +182,22 @@ def apply_override(cfg: DictConfig, key: str, value: Any) -> None:
     parts = key.split(".")
     node: Any = cfg
     for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[:i]) or "the root config"
+        if isinstance(node, ListConfig):
+            node = node[_list_index(key, where, node, part)]
+            continue
         if not isinstance(node, DictConfig) or part not in node:
-            where = ".".join(parts[:i]) or "the root config"
             valid = sorted(node.keys()) if isinstance(node, DictConfig) else []
             raise ConfigurationError(f"unknown config key '{key}': '{part}' is not in {where}; valid keys there: "
                                      f"{', '.join(map(str, valid))}")
         node = node[part]
     last = parts[-1]
+    if isinstance(node, ListConfig):
+        index = _list_index(key, ".".join(parts[:-1]), node, last)
+        old = node[index]
+        node[index] = _check_type(key, OmegaConf.to_container(old) if isinstance(old, DictConfig | ListConfig)
+                                  else old, value)
+        return
     if not isinstance(node, DictConfig):
         raise ConfigurationError(f"cannot set '{key}': '{'.'.join(parts[:-1])}' is not a mapping")
     if last not in node:
@@ -207,6 +216,15 @@ def apply_override(cfg: DictConfig, key: str, value: Any) -> None:
         return
     node[last] = _check_type(key, OmegaConf.to_container(node[last]) if isinstance(node[last], DictConfig | ListConfig)
                              else node[last], value)
+
+
+def _list_index(key: str, where: str, node: ListConfig, part: str) -> int:
+    """The list position ``part`` names in an override key (``model.critic.networks.0.hidden_units``)."""
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigurationError(f"unknown config key '{key}': {where} is a list of {len(node)} item(s); index it with "
+                                 f"0..{len(node) - 1} (e.g. '{where}.0.<key>'), or replace the whole list "
+                                 f"('{where}=[...]')")
+    return int(part)
 
 
 def _typed_section(parts: list[str]) -> bool:
@@ -375,9 +393,13 @@ def validate_config(cfg: DictConfig) -> None:
         key = "n_epochs" if cfg.get("n_epochs") is not None else "algorithm.n_epochs"
         raise ConfigurationError(f"{key} must be >= 0 (0 or null: until early stopping), got {epochs}")
     runner = cfg.runner
-    if runner.get("vector_env") not in ("sequential", "subprocess"):
+    if runner.get("vector_env") not in ("sequential", "subprocess", "ray"):
         raise ConfigurationError(f"runner.vector_env must be 'sequential' (runner=dev) or 'subprocess' (runner=local), "
-                                 f"got {runner.get('vector_env')!r}")
+                                 f"or 'ray' (runner=ray), got {runner.get('vector_env')!r}")
+    if runner.get("vector_env") == "ray":
+        from maze_lab.train.ray_config import validate_ray_runner
+
+        validate_ray_runner(runner, algorithm)
     for key in ("concurrency", "eval_concurrency"):
         if int(runner.get(key, 1)) < 1:
             raise ConfigurationError(f"runner.{key} must be >= 1, got {runner.get(key)}")

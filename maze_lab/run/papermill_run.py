@@ -45,7 +45,8 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
 
 
 def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = None,
-                 log_base_dir: str | Path | None = None, kernel_name: str | None = None) -> tuple[Path, Path]:
+                 log_base_dir: str | Path | None = None, kernel_name: str | None = None,
+                 summary_fields: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
     """Execute ``notebook`` with papermill into a new run directory; returns ``(run_dir, executed_notebook)``.
 
     :param notebook: a notebook with a cell tagged ``parameters``.
@@ -54,6 +55,7 @@ def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = No
         a ``log_base_dir`` in ``parameters`` takes precedence; default: the default location of runs
         (``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``, see ``maze_lab.run.run_dir``).
     :param kernel_name: the Jupyter kernel (default: the one named in the notebook's metadata).
+    :param summary_fields: more fields for the run's summary, written when the directory is made (a batch's id).
     :raises NotebookRunError: a cell raised (the message carries the cell's traceback).
     :raises ConfigurationError: a parameter the notebook does not declare.
     """
@@ -83,7 +85,7 @@ def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = No
     executed = run_dir / source.name
     run = RunDirectory(run_dir)
     run.write_summary(status="created", notebook=str(source.resolve()), executed_notebook=str(executed),
-                      parameters=params, created=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                      parameters=params, created=time.strftime("%Y-%m-%dT%H:%M:%S"), **dict(summary_fields or {}))
     try:
         # the kernel's own log (a warning about unencrypted local TCP on every start) is noise for a notebook run;
         # errors still show, and everything the cells print is in the executed notebook

@@ -230,16 +230,26 @@ class RunContext:
             return policy.compute_action(observation, actor_id=actor_id, deterministic=deterministic)
 
     def rollout(self, n_episodes: int = 1, deterministic: bool = True, seed: int | None = None,
-                record_trajectory: bool = True, record_frames: bool | None = None) -> Any:
+                record_trajectory: bool = True, record_frames: bool | None = None, n_workers: int = 1,
+                backend: str = "processes") -> Any:
         """Roll out the current policy on fresh envs of this run; episodes are recorded into the run directory's
         ``trajectories/`` (view them with ``TrajectoryViewer(rc.run_dir / "trajectories")``).
 
         :param record_frames: store the env's rendered RGB frames with the episodes (None: where the env renders
-            RGB frames and has no renderer that can redraw a recorded state, e.g. Gymnasium envs)."""
+            RGB frames and has no renderer that can redraw a recorded state, e.g. Gymnasium envs).
+        :param n_workers: split the episodes over this many local processes (``backend="processes"``) or Ray tasks
+            (``backend="ray"``); episode i is seeded ``seed + i`` as in one process (see
+            ``maze_lab.train.ray_rollouts.parallel_rollout``)."""
         from maze_lab.core.rollout import SequentialRolloutRunner
 
         run = self._single()
         factory = run.env_factory(0, "rollout")
+        if n_workers != 1 or backend != "processes":
+            from maze_lab.train.ray_rollouts import parallel_rollout
+
+            return parallel_rollout(factory.build_env, run.trainer.policy, n_episodes, n_workers, backend=backend,
+                                    deterministic=deterministic, seed=seed, record_trajectory=record_trajectory,
+                                    trajectory_dir=run.run_directory.trajectory_dir, record_frames=record_frames)
         runner = SequentialRolloutRunner(factory.build_env, run.trainer.policy, n_episodes,
                                          record_trajectory=record_trajectory,
                                          trajectory_dir=run.run_directory.trajectory_dir,
@@ -497,8 +507,8 @@ class _Run:
             writers.append(ConsoleWriter())
         self.writers = writers
         venv_cls = {"sequential": SequentialVectorEnv, "subprocess": SubprocVectorEnv}.get(runner.vector_env)
-        if venv_cls is None:
-            raise ConfigurationError(f"runner.vector_env must be 'sequential' or 'subprocess', got "
+        if venv_cls is None and runner.vector_env != "ray":
+            raise ConfigurationError(f"runner.vector_env must be 'sequential', 'subprocess' or 'ray', got "
                                      f"'{runner.vector_env}'")
         algorithm = self._algorithm_config()
         trainer_cls = _trainer_class(algorithm)
@@ -507,7 +517,17 @@ class _Run:
             writers=writers)
         evaluator = RolloutEvaluator(eval_env, n_episodes=algorithm.eval_repeats,
                                      deterministic=algorithm.deterministic_eval)
-        if getattr(trainer_cls, "uses_env_factories", False):
+        if runner.vector_env == "ray":
+            # A2C/PPO rollouts in Ray actors (maze_lab.train.ray_rollouts: starts or joins Ray as runner.address
+            # says); the evaluation env gives the model its spaces
+            from maze_lab.train.ray_rollouts import ray_rollout_generator
+
+            generator = ray_rollout_generator(runner, trainer_cls, lambda i: self.env_factory(i, "train"), writers,
+                                              eval_env)
+            self.train_env = generator.env
+            trainer = trainer_cls(algorithm, self._model(eval_env), rollout_generator=generator, evaluator=evaluator,
+                                  writers=writers, checkpoint_dir=self.run_directory.checkpoint_dir)
+        elif getattr(trainer_cls, "uses_env_factories", False):
             # the trainer runs its envs in its own worker processes (ES workers, IMPALA actors): it gets one env
             # factory per env (the algorithm's num_actors, else runner.concurrency); its worker statistics object
             # stands where the training vector env would

@@ -1,0 +1,171 @@
+"""Grid points as Ray tasks: joining or starting Ray, and running a list of independent jobs with a bound on how
+many are in flight.
+
+Used by sweeps (``RunContext(multirun=True, launcher="ray")``, ``maze-lab sweep --ray``) and by notebook batches
+(``maze_lab.run.notebook_batch``). Ray is imported only here and only when a Ray launcher is asked for.
+
+On a cluster (``address="auto"`` on a node of it, or ``"ray://head:10001"`` from outside), every node must see
+maze-lab (installed in the same environment) and the runs' ``log_base_dir`` (a shared file system): each task writes
+its run directory where it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from maze_lab.core.utils.factory import ConfigurationError
+
+LAUNCHERS = ("local", "ray")
+"""How the runs of a grid are executed: local worker processes, or Ray tasks."""
+
+
+class RayTaskFailed(RuntimeError):
+    """A Ray task ended without a result (its worker died, it was cancelled, or Ray lost it); the message says why."""
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ConfigurationError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigurationError("Ray is not installed; install it with: pip install 'maze-lab[scale]' "
+                                 "(or use the local launcher: leave out --ray / launcher='ray')") from None
+    return ray
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Connect this process to Ray unless it is connected already; returns whether this call did the connecting.
+
+    An initialized Ray (a notebook's own ``ray.init``, a test fixture, an earlier sweep) is reused as it is, whatever
+    ``address`` says.
+
+    :param address: None: start a new local Ray in this process (``num_cpus`` CPUs, default all of them); ``"auto"``:
+        join the cluster of this machine (``ray start --head`` ran here); ``"host:6379"`` or ``"ray://host:10001"``:
+        join that cluster.
+    :param num_cpus: CPUs of a local Ray this call starts (ignored when joining a cluster).
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    import logging
+
+    options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                               "log_to_driver": False}
+    if address is None:
+        # "local": always a fresh instance of our own, never a cluster that happens to run on this machine
+        ray.init(address="local", num_cpus=num_cpus, **options)
+    else:
+        ray.init(address=address, **options)
+    return True
+
+
+def run_as_ray_tasks(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], n_jobs: int,
+                     address: str | None = None, num_cpus_per_task: float = 1) -> list[Any]:
+    """Call ``func(*args)`` for each ``args`` of ``jobs`` as a Ray task, at most ``n_jobs`` at a time; returns the
+    results in the order of ``jobs``, with a :class:`RayTaskFailed` in place of a task that ended without one.
+
+    ``func`` goes to the workers pickled by reference: a function of a module the workers can import (maze-lab's
+    own). A task is not retried: a run that killed its worker is reported, not started again into a second run
+    directory.
+
+    :param n_jobs: tasks in flight at once (Ray still waits for free CPUs where the cluster has fewer).
+    :param address: where Ray runs, see :func:`ensure_ray`; a local Ray gets at least ``n_jobs`` CPUs.
+    """
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
+        raise ConfigurationError(f"n_jobs must be an int >= 1 (Ray tasks in flight at once), got {n_jobs!r}")
+    ray = import_ray()
+    ensure_ray(address, num_cpus=max(n_jobs, os.cpu_count() or 1) if address is None else None)
+    remote = ray.remote(num_cpus=num_cpus_per_task, max_retries=0)(_call)
+    results: list[Any] = [None] * len(jobs)
+    pending: dict[Any, int] = {}
+    queue = list(enumerate(jobs))[::-1]
+    try:
+        while queue or pending:
+            while queue and len(pending) < n_jobs:
+                index, args = queue.pop()
+                pending[remote.remote(func, *args)] = index
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                index = pending.pop(ref)
+                try:
+                    results[index] = ray.get(ref)
+                except Exception as err:  # noqa: BLE001 - a lost task is one failed run, the others go on
+                    results[index] = RayTaskFailed(f"Ray task {index} ended without a result: "
+                                                   f"{type(err).__name__}: {' '.join(str(err).split())[:2000]}")
+    except BaseException:
+        for ref in pending:  # Ctrl-C (or a failure of Ray itself): the tasks still running are ended
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        raise
+    return results
+
+
+def _call(func: Callable[..., Any], *args: Any) -> Any:
+    """The body of every task: ``func(*args)`` (one remote function for all, whatever ``func`` is)."""
+    return func(*args)
+
+
+def portable_error(err: BaseException) -> BaseException:
+    """``err`` without its traceback where it survives pickling, else a RuntimeError with its text (an exception
+    class of a notebook cannot be unpickled in another process)."""
+    try:
+        pickle.loads(pickle.dumps(err))
+    except Exception:  # noqa: BLE001 - any unpicklable exception
+        err = RuntimeError(f"{type(err).__name__}: {err}")
+    err.__traceback__ = None
+    return err
+
+
+def train_config_task(config: dict, n_epochs: int | None, run_dir: str) -> tuple[str, BaseException | None]:
+    """Ray task of a sweep: train one composed config into ``run_dir``; returns the run directory and the error
+    where the run failed (its summary holds the traceback)."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from maze_lab.run.run_context import _Run
+
+    threads = config.get("torch_threads", 1)
+    # tasks share their node: one thread each unless the config asks for more (as local grid workers do)
+    torch.set_num_threads(1 if threads is None else int(threads))
+    run = _Run(OmegaConf.create(config), {}, Path(run_dir), silent=True)
+    try:
+        run.train(n_epochs)
+    except Exception as err:  # noqa: BLE001 - reported to the sweep, which goes on with the other runs
+        return str(run.run_directory.path), portable_error(err)
+    finally:
+        run.close()
+    return str(run.run_directory.path), None
+
+
+def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_jobs: int,
+                               address: str | None = None) -> list[tuple[Path, BaseException | None]]:
+    """Train each composed config (plain dicts) as a Ray task, ``n_jobs`` at a time; returns per config its run
+    directory and its error (None where it trained).
+
+    The run directories are made here, before the tasks start, so that a task whose worker dies still has its run
+    directory, which is then marked ``failed`` with the reason.
+    """
+    from maze_lab.run.run_dir import RunDirectory, new_run_dir
+
+    run_dirs = [new_run_dir(cfg["log_base_dir"], cfg["experiment"]) for cfg in configs]
+    results = run_as_ray_tasks(train_config_task, [(cfg, n_epochs, str(path)) for cfg, path in
+                                                   zip(configs, run_dirs, strict=True)], n_jobs, address)
+    out: list[tuple[Path, BaseException | None]] = []
+    for path, result in zip(run_dirs, results, strict=True):
+        if isinstance(result, RayTaskFailed):
+            run = RunDirectory(path)
+            with contextlib.suppress(OSError, ValueError):  # a damaged summary is rewritten below as well
+                status = run.read_summary().get("status") if run.summary_file.exists() else None
+                if status not in ("done", "stopped", "failed"):
+                    run.write_summary(status="failed", error=str(result),
+                                      finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+            out.append((path, result))
+        else:
+            out.append((Path(result[0]), result[1]))
+    return out

@@ -1,0 +1,593 @@
+"""Rollouts on Ray: the training envs of A2C/PPO in Ray actors (``runner=ray``), and parallel evaluation rollouts of
+a trained policy over local processes or Ray.
+
+Training: each of ``n_workers`` actors holds ``envs_per_worker`` envs (built from the run's cloudpickled env
+factories, monitoring and LogStatsWrapper included) and a copy of the policy. Once per update the driver puts the
+policy weights into Ray's object store (``ray.put`` once, every actor gets the same reference); each actor then runs
+the whole rollout of ``n_rollout_steps`` with policy inference on its own CPU and returns it with the statistics of
+the episodes it finished. :class:`RayRolloutGenerator` concatenates the actors' rollouts along the env axis into the
+:class:`~maze_lab.train.trainers.common.rollout.Rollout` the local RolloutGenerator returns, so the trainers'
+updates are unchanged.
+
+Seeds: env ``e`` of worker ``w`` is reset with ``seed + w * envs_per_worker + e`` (what env ``i`` of a local vector
+env gets); worker ``w`` samples actions from torch seeded with ``seed + w``. The start states equal a local run's;
+the sampled actions come from other random streams than the driver's, so a Ray run repeats itself exactly (same seed
+and workers) but does not reproduce a local run's numbers.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import cloudpickle
+import numpy as np
+
+from maze_lab.core.env.structured_env import StepKey
+from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, stats_value
+from maze_lab.core.log_stats.log_setup import default_writers
+from maze_lab.core.log_stats.writers import LogStatsWriter
+
+EnvFactory = Callable[[], Any]
+
+
+class RayWorkerError(RuntimeError):
+    """A Ray rollout worker raised (the message carries its traceback) or died (the message names it)."""
+
+
+class RayConnectionError(ConnectionError):
+    """``runner.address`` names a Ray cluster that cannot be reached."""
+
+
+# ---- starting / joining Ray -------------------------------------------------------------------------------------
+
+
+def _reachable(host: str, port: int, timeout: float = 3.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of ``host:port`` or ``ray://host:port`` (None for ``auto`` and other forms)."""
+    parsed = urlparse(address if "://" in address else f"tcp://{address}")
+    if not parsed.hostname:
+        return None
+    default = 10001 if parsed.scheme == "ray" else 6379
+    return parsed.hostname, parsed.port or default
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Start a local Ray (``address`` None) or join the cluster at ``address``; an initialized Ray is reused.
+
+    Returns whether this call started (or connected) Ray, i.e. whether its owner should shut it down later.
+
+    :param address: None: a local Ray in this machine; ``"auto"``: the cluster ``ray start --head`` started on this
+        machine; ``"host:6379"``: a cluster's head node; ``"ray://host:10001"``: the Ray Client server of a cluster.
+    :param num_cpus: CPUs of a local Ray (default: the machine's).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address:
+        target = _host_port(address) if address != "auto" else None
+        # Ray itself retries an absent address for minutes; a closed port is reported at once
+        if target is not None and not _reachable(*target):
+            raise RayConnectionError(
+                f"runner.address={address!r}: no Ray cluster answers at {target[0]}:{target[1]}. Start one with "
+                f"`ray start --head --port={target[1]}` on that machine (for ray:// addresses the head's client "
+                f"server, port 10001), or set runner.address=null to start a local Ray")
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except ConnectionError as err:
+            raise RayConnectionError(
+                f"runner.address={address!r}: cannot join a Ray cluster ({err}). Start one with `ray start --head`, "
+                f"or set runner.address=null to start a local Ray") from err
+    else:
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if num_cpus is not None:
+            kwargs["num_cpus"] = int(num_cpus)
+        ray.init(**kwargs)
+    return True
+
+
+def _plain(text: str) -> str:
+    """Ray's error text without its terminal colour codes."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+# ---- the rollout actor ------------------------------------------------------------------------------------------
+
+
+class _RolloutWorker:
+    """The body of a Ray rollout actor: a local vector env, a RolloutGenerator over it and a copy of the policy."""
+
+    def __init__(self, index: int, factories_payload: bytes, policy_payload: bytes, torch_seed: int | None):
+        import torch
+
+        from maze_lab.train.trainers.common.rollout import RolloutGenerator
+        from maze_lab.train.vector_env import SequentialVectorEnv
+
+        torch.set_num_threads(1)  # one core per worker: more threads only contend with the other workers
+        if torch_seed is not None:
+            torch.manual_seed(torch_seed)
+        self.index = index
+        self.venv = SequentialVectorEnv(cloudpickle.loads(factories_payload))
+        self.generator = RolloutGenerator(self.venv)
+        self.policy = cloudpickle.loads(policy_payload)
+
+    def pid(self) -> int:
+        """The worker's process id (named in errors)."""
+        return os.getpid()
+
+    def reset(self, seed: int | None) -> None:
+        """Reset the worker's envs (env e with ``seed + e``)."""
+        self.generator.reset(seed)
+
+    def rollout(self, weights: dict[str, Any] | None, n_steps: int, epoch: int | None,
+                sampler: Any = None) -> tuple[Any, list[LogStats], float]:
+        """Load the weights, roll out ``n_steps`` and return (rollout, finished episodes' statistics, seconds)."""
+        from maze_lab.train.vector_env import pop_episode_stats
+
+        t0 = time.perf_counter()
+        if weights is not None:
+            self.policy.load_state_dict(weights)
+        self.policy.eval()
+        rollout = self.generator.rollout(self.policy, n_steps, epoch=epoch, sampler=sampler)
+        return rollout, pop_episode_stats(self.venv.envs), time.perf_counter() - t0
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        """Call a method on every env of this worker."""
+        return [getattr(env, name)(*args, **kwargs) for env in self.venv.envs]
+
+    def close(self) -> None:
+        """Flush the envs' event logs and close them."""
+        for env in self.venv.envs:
+            flush = getattr(env, "flush_event_logs", None)
+            if flush is not None:
+                flush()
+        self.venv.close()
+
+
+# ---- the driver side ----------------------------------------------------------------------------------------
+
+
+class RayEnvGroup:
+    """Stands where the training vector env would (``trainer.env``): the spaces, ``n_envs``, the ``train``
+    statistics of the episodes the Ray workers finished, ``call`` on all envs, and ``close`` of the actors.
+
+    :param env_factories: one picklable factory per env (``n_workers * envs_per_worker``).
+    :param n_workers: Ray actors; worker w holds factories ``w * envs_per_worker ... (w+1) * envs_per_worker - 1``.
+    :param spaces: (observation_spaces_dict, action_spaces_dict, agent_counts_dict); None: read from an env built
+        here by the first factory.
+    :param num_cpus_per_worker: CPUs Ray reserves for each actor.
+    :param num_gpus_per_worker: GPUs Ray reserves for each actor (the policy still runs on CPU in the worker).
+    """
+
+    def __init__(self, env_factories: Sequence[EnvFactory], n_workers: int, logging_prefix: str = "train",
+                 writers: list[LogStatsWriter] | None = None, spaces: tuple[dict, dict, dict] | None = None,
+                 num_cpus_per_worker: float = 1, num_gpus_per_worker: float = 0):
+        if n_workers < 1 or len(env_factories) % n_workers:
+            raise ValueError(f"{len(env_factories)} env factories cannot be split evenly over {n_workers} Ray "
+                             f"workers; give n_workers * envs_per_worker factories")
+        self.factories = list(env_factories)
+        self.n_workers = n_workers
+        self.envs_per_worker = len(self.factories) // n_workers
+        self.n_envs = len(self.factories)
+        self.logging_prefix = logging_prefix
+        self._writers = list(writers) if writers is not None else None
+        self.epoch_aggregator = EpochStatsAggregator()
+        self.epoch = 0
+        self.num_cpus_per_worker = num_cpus_per_worker
+        self.num_gpus_per_worker = num_gpus_per_worker
+        if spaces is None:
+            env = self.factories[0]()
+            spaces = (env.observation_spaces_dict, env.action_spaces_dict, env.agent_counts_dict)
+            env.close()
+        self.observation_spaces_dict, self.action_spaces_dict, self.agent_counts_dict = spaces
+        self.actors: list[Any] = []
+        self.pids: list[int | None] = []
+        self._pending_calls: list[tuple[str, tuple, dict]] = []
+        self._closed = False
+        self._broken = False
+        self.owns_ray = False
+        """Whether :meth:`close` shuts Ray down (the run started it)."""
+
+    # ---- statistics (as a vector env) ---------------------------------------------------------------------
+    @property
+    def writers(self) -> list[LogStatsWriter]:
+        """The given writers, or the process-wide defaults."""
+        return self._writers if self._writers is not None else default_writers()
+
+    @writers.setter
+    def writers(self, writers: list[LogStatsWriter]) -> None:
+        self._writers = list(writers)
+
+    def add(self, episodes: list[LogStats]) -> None:
+        """Add the statistics of episodes a worker finished."""
+        for episode in episodes:
+            self.epoch_aggregator.add_episode(episode)
+
+    @property
+    def n_finished_episodes(self) -> int:
+        """Episodes added since the last :meth:`write_epoch_stats`."""
+        return self.epoch_aggregator.n_episodes
+
+    def write_epoch_stats(self, epoch: int | None = None) -> LogStats:
+        """Reduce the episodes finished since the last call and send them to the writers."""
+        stats = self.epoch_aggregator.reduce()
+        self.epoch = self.epoch + 1 if epoch is None else epoch
+        for w in self.writers:
+            w.write(self.logging_prefix, self.epoch, stats)
+        return stats
+
+    def get_stats(self) -> LogStats:
+        """The last written epoch statistics."""
+        return self.epoch_aggregator.last_stats
+
+    def get_stats_value(self, event: Any, name: str | None = None, group: tuple | None = None) -> Any:
+        """One statistic of the last written epoch."""
+        return stats_value(self.get_stats(), event, name, group)
+
+    def __len__(self) -> int:
+        return self.n_envs
+
+    # ---- actors ----------------------------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        """Whether the actors exist."""
+        return bool(self.actors)
+
+    def start(self, policy: Any, seed: int | None) -> None:
+        """Create the actors with a CPU copy of ``policy`` (its weights are sent again before every rollout)."""
+        import ray
+
+        if self._closed or self._broken:
+            raise RuntimeError("this RayEnvGroup is closed (after close() or a worker failure)")
+        import torch  # noqa: F401 - the policy copy below is a torch module
+
+        policy_copy = copy.deepcopy(policy)
+        policy_copy.to("cpu")
+        policy_payload = cloudpickle.dumps(policy_copy)
+        remote_cls = ray.remote(num_cpus=self.num_cpus_per_worker, num_gpus=self.num_gpus_per_worker,
+                                max_restarts=0)(_RolloutWorker)
+        k = self.envs_per_worker
+        try:
+            for w in range(self.n_workers):
+                payload = cloudpickle.dumps(self.factories[w * k:(w + 1) * k])
+                self.actors.append(remote_cls.remote(w, payload, policy_payload, None if seed is None else seed + w))
+            self.pids = list(self._get([a.pid.remote() for a in self.actors], "starting"))
+            for name, args, kwargs in self._pending_calls:
+                self._get([a.call.remote(name, args, kwargs) for a in self.actors], f"calling {name!r}")
+            self._pending_calls = []
+        except BaseException:
+            self._fail()
+            raise
+
+    def _get(self, refs: list[Any], during: str) -> list[Any]:
+        """``ray.get`` of one reference per worker; a worker's error or death is raised as RayWorkerError naming
+        the worker (and all actors are shut down)."""
+        import ray
+
+        out = []
+        for w, ref in enumerate(refs):
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayActorError as err:
+                pid = self.pids[w] if w < len(self.pids) else None
+                self._fail()
+                text = str(err)
+                if "creation task" in text:  # the actor's __init__ (building the envs) raised: its traceback
+                    raise RayWorkerError(f"Ray worker {w} failed to start (building its envs or policy raised); all "
+                                         f"Ray workers were shut down. The worker's traceback:\n{_plain(text)}") from err
+                raise RayWorkerError(
+                    f"Ray worker {w} (pid {pid}) died while {during}: its process ended without reporting an error "
+                    f"(killed from outside, out of memory, or its node went away); all Ray workers were shut down. "
+                    f"The last checkpoint stays as it was. Ray said: {' '.join(str(err).split())[:400]}") from None
+            except ray.exceptions.RayTaskError as err:
+                pid = self.pids[w] if w < len(self.pids) else None
+                self._fail()
+                raise RayWorkerError(f"Ray worker {w} (pid {pid}) raised while {during}; all Ray workers were shut "
+                                     f"down. The worker's traceback:\n{_plain(str(err))}") from err
+        return out
+
+    def _fail(self) -> None:
+        self._broken = True
+        self._stop_actors()
+
+    def reset_workers(self, seed: int | None) -> None:
+        """Reset every worker's envs: env e of worker w with ``seed + w * envs_per_worker + e``."""
+        k = self.envs_per_worker
+        self._get([a.reset.remote(None if seed is None else seed + w * k) for w, a in enumerate(self.actors)],
+                  "resetting its envs")
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
+        """Call a method on every env (in env order); before the actors exist a ``set_*`` call is kept and made
+        when they start (e.g. normalization statistics of a checkpoint)."""
+        if not self.actors:
+            if name.startswith("set_") and not self._broken:
+                self._pending_calls.append((name, args, kwargs))
+                return [None] * self.n_envs
+            raise RuntimeError(f"the Ray workers are not started yet; '{name}' is available after the first rollout")
+        results = self._get([a.call.remote(name, args, kwargs) for a in self.actors], f"calling {name!r}")
+        return [r for per_worker in results for r in per_worker]
+
+    def _stop_actors(self) -> None:
+        """Stop the actors: those that still answer flush their envs' event logs and close them first."""
+        actors, self.actors = self.actors, []
+        if not actors:
+            return
+        import ray
+
+        refs = [a.close.remote() for a in actors]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=30.0)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except Exception:  # noqa: BLE001 - a dead or failed worker cannot flush; the others did
+                pass
+        for actor in actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+    def close(self) -> None:
+        """Stop the actors (their envs flush their event logs first) and shut down a Ray that this run started
+        (``owns_ray``); a Ray that was running before is left running. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_actors()
+        if self.owns_ray:
+            import ray
+
+            ray.shutdown()
+
+
+class RayRolloutGenerator:
+    """A RolloutGenerator whose envs live in Ray actors: ``rollout(policy, n_steps)`` is one Ray call per worker,
+    and the result is the :class:`Rollout` the local generator returns (workers concatenated along the env axis).
+
+    :param env: the RayEnvGroup of the workers.
+    """
+
+    def __init__(self, env: RayEnvGroup):
+        self.env = env
+        self._obs: Any = None  # not None once reset: ActorCriticTrainer resets where it is None
+        self._seed: int | None = None
+        self._pending_reset = False
+        self.first_key: StepKey | None = None
+        self.env_steps = 0
+        self.last_timing: dict[str, float] = {}
+        """Seconds of the last rollout: ``total`` (the driver's wait), ``workers`` (the slowest worker's own rollout
+        time) and ``overhead`` (total - workers: Ray calls, weights, transfer and concatenation)."""
+
+    def reset(self, seed: int | None = None) -> None:
+        """Reset the envs at the next rollout (the actors are created there, with the policy)."""
+        self._seed = seed
+        self._pending_reset = True
+        self._obs = True
+
+    def rollout(self, policy: Any, n_steps: int, epoch: int | None = None, sampler: Any = None) -> Any:
+        """Collect ``n_steps`` agent actions in every env with the current weights of ``policy``."""
+        import ray
+
+        t0 = time.perf_counter()
+        env = self.env
+        if not env.started:
+            env.start(policy, self._seed)
+            self._pending_reset = True
+        if self._pending_reset:
+            env.reset_workers(self._seed)
+            self._pending_reset = False
+        weights = _cpu_tensors(policy.state_dict())
+        weights_ref = ray.put(weights)  # once per update; every actor reads the same object
+        results = env._get([a.rollout.remote(weights_ref, n_steps, epoch, sampler) for a in env.actors],
+                           f"rolling out epoch {epoch}" if epoch is not None else "rolling out")
+        rollouts = [r[0] for r in results]
+        for _, episodes, _ in results:
+            env.add(episodes)
+        rollout = concatenate_rollouts(rollouts)
+        self.first_key = rollout.first_key
+        self._obs = rollout.next_obs
+        self.env_steps += n_steps * env.n_envs
+        total = time.perf_counter() - t0
+        slowest = max(r[2] for r in results)
+        self.last_timing = {"total": total, "workers": slowest, "overhead": total - slowest}
+        return rollout
+
+
+def _cpu_tensors(state: Any) -> Any:
+    """A (nested) state dict with every tensor detached and on the CPU (what the workers load)."""
+    if isinstance(state, dict):
+        return {k: _cpu_tensors(v) for k, v in state.items()}
+    return state.detach().cpu() if hasattr(state, "detach") else state
+
+
+def concatenate_rollouts(rollouts: list[Any]) -> Any:
+    """One Rollout of the workers' rollouts, env axis in worker order (bootstrap env indices shifted).
+
+    Always copies, also for a single worker: arrays that come out of Ray's object store are read-only."""
+    from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
+
+    first = rollouts[0]
+    n_steps = len(first.records)
+    for w, r in enumerate(rollouts[1:], start=1):
+        if len(r.records) != n_steps or r.next_key != first.next_key or r.first_key != first.first_key:
+            raise RuntimeError(f"Ray worker {w} rolled out other policy keys than worker 0; all envs of a run must "
+                               f"step their policy keys in the same order")
+    offsets = np.cumsum([0] + [r.n_envs for r in rollouts[:-1]])
+    records = []
+    for s in range(n_steps):
+        parts = [r.records[s] for r in rollouts]
+        key = parts[0].key
+        if any(p.key != key for p in parts[1:]):
+            raise RuntimeError(f"Ray workers act with different policy keys at sub-step {s} "
+                               f"({[p.key for p in parts]}); all envs must step their policy keys in the same order")
+        record = SubStepRecord(
+            key=key,
+            obs={k: np.concatenate([p.obs[k] for p in parts]) for k in parts[0].obs},
+            actions={k: np.concatenate([p.actions[k] for p in parts]) for k in parts[0].actions},
+            log_prob=np.concatenate([p.log_prob for p in parts]),
+            reward=np.concatenate([p.reward for p in parts]),
+            terminated=np.concatenate([p.terminated for p in parts]),
+            truncated=np.concatenate([p.truncated for p in parts]),
+            bootstrap=[(int(off) + i, o) for p, off in zip(parts, offsets, strict=True) for i, o in p.bootstrap])
+        records.append(record)
+    next_obs = {k: np.concatenate([r.next_obs[k] for r in rollouts]) for k in first.next_obs}
+    return Rollout(records, next_obs, first.next_key, first.first_key, sum(r.n_envs for r in rollouts))
+
+
+# ---- the run layer's entry ----------------------------------------------------------------------------------
+
+
+def ray_rollout_generator(runner: Any, trainer_cls: type, env_factory: Callable[[int], EnvFactory],
+                          writers: list[LogStatsWriter], spaces_env: Any = None) -> RayRolloutGenerator:
+    """Start or join Ray as ``runner`` says and build the generator of ``runner.n_workers * runner.envs_per_worker``
+    envs (its env's ``owns_ray`` says whether Ray was started here and is shut down on close).
+
+    :param runner: the ``runner`` config (``n_workers``, ``envs_per_worker``, ``num_cpus_per_worker``,
+        ``num_gpus_per_worker``, ``address``).
+    :param trainer_cls: the trainer; it must take a ``rollout_generator`` (A2C, PPO).
+    :param env_factory: env index -> a picklable factory of that training env.
+    :param spaces_env: an env (e.g. the evaluation env) with the spaces of the training envs; None: build one.
+    """
+    from maze_lab.core.utils.factory import ConfigurationError
+    from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer
+
+    if not issubclass(trainer_cls, ActorCriticTrainer):
+        raise ConfigurationError(f"runner=ray rolls out A2C and PPO; {trainer_cls.__name__} runs its envs its own "
+                                 f"way: use runner=dev or runner=local with it")
+    n_workers, per_worker = int(runner.n_workers), int(runner.envs_per_worker)
+    spaces = None if spaces_env is None else (spaces_env.observation_spaces_dict, spaces_env.action_spaces_dict,
+                                              spaces_env.agent_counts_dict)
+    started = ensure_ray(runner.get("address") or None)
+    env = RayEnvGroup([env_factory(i) for i in range(n_workers * per_worker)], n_workers, "train", writers, spaces,
+                      num_cpus_per_worker=float(runner.get("num_cpus_per_worker", 1)),
+                      num_gpus_per_worker=float(runner.get("num_gpus_per_worker", 0)))
+    env.owns_ray = started
+    return RayRolloutGenerator(env)
+
+
+# ---- parallel rollouts of a trained policy -------------------------------------------------------------------
+
+
+@dataclass
+class _RolloutJob:
+    env_factory: Any
+    policy: Any
+    first_episode: int
+    n_episodes: int
+    deterministic: bool
+    seed: int | None
+    record_trajectory: bool
+    trajectory_dir: str
+    record_frames: bool | None
+
+
+def _run_job(payload: bytes) -> Any:
+    """Worker body: episodes ``first_episode ...`` seeded as the sequential rollout seeds them (``seed + i``)."""
+    import torch
+
+    from maze_lab.core.rollout.sequential import SequentialRolloutRunner
+
+    torch.set_num_threads(1)
+    job: _RolloutJob = cloudpickle.loads(payload)
+    runner = SequentialRolloutRunner(job.env_factory, job.policy, job.n_episodes,
+                                     record_trajectory=job.record_trajectory, trajectory_dir=job.trajectory_dir,
+                                     deterministic=job.deterministic,
+                                     seed=None if job.seed is None else job.seed + job.first_episode,
+                                     writers=[], record_frames=job.record_frames)
+    result = runner.run()
+    result.stats = {}  # rebuilt from the per-episode statistics by the caller
+    return result
+
+
+def split_episodes(n_episodes: int, n_workers: int) -> list[tuple[int, int]]:
+    """(first episode, count) of each worker: contiguous blocks, sizes differing by at most one."""
+    n_workers = max(1, min(n_workers, n_episodes))
+    base, extra = divmod(n_episodes, n_workers)
+    out, start = [], 0
+    for w in range(n_workers):
+        count = base + (1 if w < extra else 0)
+        out.append((start, count))
+        start += count
+    return out
+
+
+def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: int, n_workers: int,
+                     backend: str = "processes", deterministic: bool = True, seed: int | None = None,
+                     record_trajectory: bool = True, trajectory_dir: str | Path = "trajectory_data",
+                     record_frames: bool | None = None, address: str | None = None) -> Any:
+    """Roll out ``policy`` for ``n_episodes`` split over ``n_workers`` local processes (``backend="processes"``) or
+    Ray tasks (``backend="ray"``); returns the RolloutResult of a SequentialRolloutRunner over all episodes.
+
+    Episode ``i`` is reset with ``seed + i`` as in the sequential rollout, so with ``deterministic=True`` the
+    per-episode rewards and statistics (in episode order) equal the sequential rollout's on the same seed. Sampled
+    actions (``deterministic=False``) come from each worker's own random stream (seeded with ``seed`` + its first
+    episode), so they differ from the sequential rollout's.
+
+    :param address: for ``backend="ray"``: the cluster to join (None: a local Ray, or the one already initialized).
+    """
+    from maze_lab.core.rollout.sequential import RolloutResult
+
+    if backend not in ("processes", "ray"):
+        raise ValueError(f"backend must be 'processes' or 'ray', got {backend!r}")
+    if not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"n_workers must be a positive int, got {n_workers!r}")
+    if not isinstance(n_episodes, int) or n_episodes < 1:
+        raise ValueError(f"n_episodes must be a positive int, got {n_episodes!r}")
+    t0 = time.perf_counter()
+    policy_copy = copy.deepcopy(policy)
+    if hasattr(policy_copy, "to"):
+        policy_copy.to("cpu")
+    payloads = [cloudpickle.dumps(_RolloutJob(env_factory, policy_copy, first, count, deterministic, seed,
+                                              record_trajectory, str(trajectory_dir), record_frames))
+                for first, count in split_episodes(n_episodes, n_workers)]
+    if backend == "ray":
+        import ray
+
+        started = ensure_ray(address)
+        try:
+            task = ray.remote(num_cpus=1)(_run_job)
+            refs = [task.remote(p) for p in payloads]
+            parts = []
+            for w, ref in enumerate(refs):
+                try:
+                    parts.append(ray.get(ref))
+                except ray.exceptions.RayError as err:
+                    raise RayWorkerError(f"rollout worker {w} (Ray task) failed:\n{err}") from err
+        finally:
+            if started:
+                ray.shutdown()
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=len(payloads), mp_context=mp.get_context("spawn")) as pool:
+            parts = list(pool.map(_run_job, payloads))
+    result = RolloutResult(stats={})
+    aggregator = EpochStatsAggregator()
+    for part in parts:
+        result.episode_rewards += part.episode_rewards
+        result.episode_lengths += part.episode_lengths
+        result.episode_stats += part.episode_stats
+        result.trajectory_paths += part.trajectory_paths
+        for episode in part.episode_stats:
+            aggregator.add_episode(episode)
+    result.stats = aggregator.reduce()
+    result.seconds = time.perf_counter() - t0
+    return result

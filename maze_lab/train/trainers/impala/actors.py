@@ -1,0 +1,342 @@
+"""IMPALA's actors: worker processes that step their envs with a copy of the policy and send the trajectories to the
+learner, at most ``queue_size`` of them waiting for it (a bounded queue), picking up the learner's newest weights
+before each rollout.
+
+Each actor process runs a :class:`~maze_lab.train.vector_env.SequentialVectorEnv` over its envs and a
+:class:`~maze_lab.train.trainers.common.rollout.RolloutGenerator`; every env's part of a rollout is one trajectory
+(one actor's, in the paper's terms) tagged with the version of the weights that produced it. The weights live in
+one shared-memory array with a version counter (:class:`SharedWeights`): the learner writes them after each
+update, an actor copies them only when the version moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from maze_lab.core.log_stats.aggregation import LogStats
+from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
+
+
+class ImpalaActorError(RuntimeError):
+    """An IMPALA actor process failed (its traceback is in the message), died, or stopped sending trajectories."""
+
+
+@dataclass
+class Trajectory:
+    """One actor's rollout of ``n_rollout_steps`` agent actions (a Rollout of one env) and where it came from."""
+
+    actor: int
+    """The index of the actor (its env) among all actors."""
+    version: int
+    """The learner's update count of the weights that acted (the policy lag is the learner's count minus this)."""
+    rollout: Rollout
+    episodes: list[LogStats]
+    """Statistics of the episodes the actor's process finished during the rollout (sent with one of its envs)."""
+
+
+def _policy_tensors(policy: Any) -> list[Any]:
+    """The floating-point tensors of the policy's state (parameters and buffers), in a fixed order; they share the
+    storage of the modules, so that writing them changes the policy."""
+    return [t for module in policy._modules().values() for t in module.state_dict().values() if t.is_floating_point()]
+
+
+class SharedWeights:
+    """The policy's weights in shared memory, with the learner's update count as version.
+
+    A sequence counter instead of a lock (a seqlock): the learner makes it odd while it writes and even again after;
+    an actor copies the array and keeps the copy only where the counter was even and unchanged around the copy. No
+    actor ever blocks the learner, so an actor killed in the middle of a copy cannot hang it.
+
+    :param n_values: the number of float values of the policy's state.
+    :param ctx: the multiprocessing context the actor processes are started with.
+    """
+
+    def __init__(self, n_values: int, ctx: Any):
+        self.array = ctx.RawArray("f", max(n_values, 1))
+        self.version = ctx.RawValue("q", -1)
+        self.sequence = ctx.RawValue("q", 0)
+
+    def publish(self, policy: Any, version: int) -> None:
+        """Write the policy's weights (any device) and their version (the learner only)."""
+        import torch
+
+        with torch.no_grad():
+            flat = torch.cat([t.detach().reshape(-1).float().cpu() for t in _policy_tensors(policy)]).numpy()
+        view = np.frombuffer(self.array, dtype=np.float32)
+        self.sequence.value += 1  # odd: a write is under way
+        view[:flat.size] = flat
+        self.version.value = version
+        self.sequence.value += 1
+
+    def pull(self, tensors: list[Any], have: int) -> int:
+        """Copy the weights into ``tensors`` where their version differs from ``have``; returns the version now held."""
+        import torch
+
+        view = np.frombuffer(self.array, dtype=np.float32)
+        while True:
+            before = self.sequence.value
+            if before % 2:
+                time.sleep(0.0005)  # the learner is writing; it takes microseconds
+                continue
+            version = int(self.version.value)
+            if version == have:
+                return have
+            flat = torch.from_numpy(view.copy())
+            if self.sequence.value == before:
+                break
+        offset = 0
+        with torch.no_grad():
+            for t in tensors:
+                n = t.numel()
+                t.copy_(flat[offset:offset + n].view_as(t))
+                offset += n
+        return version
+
+
+class ActorPool:
+    """The actor processes, the bounded flow of trajectories and the shared weights.
+
+    Each actor process sends its trajectories through its own pipe (a dead writer cannot leave a half-written message
+    in a pipe that others share, and its pipe ends with EOF); a semaphore of ``queue_size`` slots bounds the
+    trajectories sent but not yet taken by the learner, so that actors wait while the learner is behind (or paused).
+
+    :param env_factories: one factory per actor (picklable with cloudpickle).
+    :param policy: the learner's policy; each process gets a copy (on the CPU).
+    :param n_processes: processes to split the actors between (contiguous groups).
+    :param n_rollout_steps: agent actions per trajectory.
+    :param queue_size: trajectories sent but not yet taken; actors wait while there are this many.
+    :param seed: actor i's env is reset with ``seed + i``; None: unseeded.
+    :param start_method: multiprocessing start method (``spawn``: safe in kernels with threads).
+    """
+
+    def __init__(self, env_factories: Sequence[Callable[[], Any]], policy: Any, n_processes: int,
+                 n_rollout_steps: int, queue_size: int, seed: int | None, start_method: str = "spawn"):
+        import copy
+
+        ctx = mp.get_context(start_method)
+        n = len(env_factories)
+        n_processes = max(1, min(n_processes, n))
+        self.groups = [[int(i) for i in g] for g in np.array_split(np.arange(n), n_processes)]
+        self.queue_size = queue_size
+        self.weights = SharedWeights(sum(t.numel() for t in _policy_tensors(policy)), ctx)
+        self.slots = ctx.Semaphore(queue_size)
+        self.stop_flag = ctx.RawValue("b", 0)
+        self.processes: list[Any] = []
+        self.conns: list[Any] = []
+        self._open: dict[Any, int] = {}  # the pipes not at EOF -> their process index
+        self._received: deque[Trajectory] = deque()
+        self.closed = False
+        cpu_policy = policy if policy.device.type == "cpu" else copy.deepcopy(policy).to("cpu")
+        policy_bytes = cloudpickle.dumps(cpu_policy)
+        try:
+            for p, group in enumerate(self.groups):
+                payload = cloudpickle.dumps([env_factories[i] for i in group])
+                proc_seed = None if seed is None else seed + int(group[0])
+                reader, writer = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_actor_main, name=f"impala-actor-{p}", daemon=True,
+                                   args=(p, group, payload, policy_bytes, self.weights, writer, self.slots,
+                                         self.stop_flag, n_rollout_steps, proc_seed))
+                proc.start()
+                writer.close()  # the actor holds the only write end: its pipe ends with EOF when it does
+                self.processes.append(proc)
+                self.conns.append(reader)
+                self._open[reader] = p
+        except BaseException:
+            self.close()
+            raise
+        # a pool that is dropped without close() (e.g. a trainer garbage-collected in a test) still ends its
+        # processes; the finalizer holds no reference to the pool itself
+        self._finalizer = weakref.finalize(self, _shutdown, self.stop_flag, list(self.processes), list(self.conns))
+
+    def describe(self, p: int) -> str:
+        """Names actor process ``p``: its index, pid and actors."""
+        proc = self.processes[p]
+        return f"IMPALA actor process {p} (pid {proc.pid}, actors {self.groups[p]})"
+
+    def get(self, timeout: float) -> Trajectory:
+        """The next trajectory; raises ImpalaActorError where an actor failed or died, or none came in ``timeout``
+        seconds (never waits forever on dead actors)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for p, proc in enumerate(self.processes):  # every time: live actors must not hide a dead one
+                if proc.exitcode is not None:
+                    self._raise_dead(p)
+            if self._received:
+                self.slots.release()  # the trajectory leaves the bounded flow: an actor may send the next one
+                return self._received.popleft()
+            for conn in wait(list(self._open), timeout=0.25):
+                self._receive(conn)
+            if not self._received and time.monotonic() > deadline:
+                self.close()
+                raise ImpalaActorError(
+                    f"no trajectory reached the learner for {timeout:.0f} s although the actor processes are alive "
+                    f"(stuck envs?); the actors were shut down. Raise algorithm.actor_start_timeout for envs whose "
+                    f"rollouts take longer")
+
+    def _receive(self, conn: Any) -> None:
+        """Read one message of a pipe that has one (or is at EOF)."""
+        p = self._open[conn]
+        try:
+            kind, data = conn.recv()
+        except (EOFError, OSError):
+            del self._open[conn]
+            self._raise_dead(p)
+            return
+        if kind == "error":
+            name = self.describe(p)
+            self.close()
+            raise ImpalaActorError(f"{name} raised; the actors were shut down. The actor's traceback:\n{data}")
+        self._received.append(data)
+
+    def qsize(self) -> int:
+        """Trajectories sent but not yet taken by the learner (0 where the platform cannot tell)."""
+        try:
+            return self.queue_size - self.slots.get_value()
+        except NotImplementedError:  # macOS
+            return 0
+
+    def _raise_dead(self, p: int) -> None:
+        """Raise for actor process ``p``, which ended: its reported error where it sent one, else how it died."""
+        conn = self.conns[p]
+        with contextlib.suppress(EOFError, OSError):
+            while conn.poll(2.0):  # what it sent before it ended, up to its error report
+                kind, data = conn.recv()
+                if kind == "error":
+                    name = self.describe(p)
+                    self.close()
+                    raise ImpalaActorError(f"{name} raised; the actors were shut down. The actor's traceback:\n"
+                                           f"{data}")
+        proc = self.processes[p]
+        proc.join(timeout=5.0)  # the pipe ends as the process does; give the exit status time to arrive
+        code = proc.exitcode
+        if code is not None and code < 0:
+            try:
+                how = f"signal {-code} ({signal.Signals(-code).name})"
+            except ValueError:
+                how = f"signal {-code}"
+        elif code is not None:
+            how = f"exit code {code}"
+        else:
+            how = "its pipe closed"
+        name = self.describe(p)
+        self.close()
+        raise ImpalaActorError(f"{name} died: {how}, without reporting an error (killed from outside, or out of "
+                               f"memory?); the actors were shut down")
+
+    def close(self) -> None:
+        """Stop the actor processes (they flush their envs' event logs first); idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        if hasattr(self, "_finalizer"):
+            self._finalizer.detach()
+        _shutdown(self.stop_flag, self.processes, self.conns)
+
+
+def _shutdown(stop_flag: Any, processes: list[Any], conns: list[Any]) -> None:
+    """Ask the actor processes to stop (reading what they still send, so that none blocks on a full pipe), then end
+    those that do not in time."""
+    stop_flag.value = 1
+    deadline = time.monotonic() + 10.0
+    open_conns = [c for c in conns if not c.closed]
+    while any(proc.is_alive() for proc in processes) and time.monotonic() < deadline:
+        for conn in wait(open_conns, timeout=0.1) if open_conns else []:
+            try:
+                conn.recv()
+            except (EOFError, OSError):
+                open_conns.remove(conn)
+        if not open_conns:
+            for proc in processes:
+                proc.join(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=2.0)
+        if proc.is_alive() and proc.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.join(timeout=1.0)
+    for conn in conns:
+        with contextlib.suppress(OSError):
+            conn.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# in the actor process
+
+
+def split_rollout(rollout: Rollout) -> list[Rollout]:
+    """The per-env parts of a vector env's rollout: one Rollout of one env each."""
+    parts = []
+    for i in range(rollout.n_envs):
+        records = []
+        for r in rollout.records:
+            records.append(SubStepRecord(
+                r.key, {k: v[i:i + 1] for k, v in r.obs.items()}, {k: v[i:i + 1] for k, v in r.actions.items()},
+                r.log_prob[i:i + 1], r.reward[i:i + 1], r.terminated[i:i + 1], r.truncated[i:i + 1],
+                [(0, obs) for j, obs in r.bootstrap if j == i]))
+        parts.append(Rollout(records, {k: v[i:i + 1] for k, v in rollout.next_obs.items()}, rollout.next_key,
+                             rollout.first_key, 1))
+    return parts
+
+
+def _actor_main(p: int, actors: list[int], payload: bytes, policy_bytes: bytes, weights: SharedWeights,
+                conn: Any, slots: Any, stop: Any, n_rollout_steps: int, seed: int | None) -> None:
+    """An actor process: roll out, send the trajectories, repeat until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner's process handles interrupts and stops the actors
+    venv = None
+    try:
+        import torch
+
+        from maze_lab.train.trainers.common.rollout import RolloutGenerator
+        from maze_lab.train.vector_env import SequentialVectorEnv, pop_episode_stats
+
+        torch.set_num_threads(1)
+        if seed is not None:
+            torch.manual_seed(seed)
+        venv = SequentialVectorEnv(cloudpickle.loads(payload))
+        policy = cloudpickle.loads(policy_bytes)
+        policy.eval()
+        tensors = _policy_tensors(policy)
+        generator = RolloutGenerator(venv)
+        generator.reset(seed)
+        version = -1
+        while not stop.value:
+            version = weights.pull(tensors, version)
+            rollout = generator.rollout(policy, n_rollout_steps)
+            episodes = pop_episode_stats(venv.envs)
+            for i, part in enumerate(split_rollout(rollout)):
+                while not slots.acquire(timeout=0.1):  # wait for a free slot, but not past a stop
+                    if stop.value:
+                        return
+                conn.send(("trajectory", Trajectory(actors[i], version, part, episodes if i == 0 else [])))
+    except (BrokenPipeError, ConnectionError):
+        pass  # the learner closed the pipe while shutting down: nothing left to report to
+    except BaseException:  # noqa: BLE001 - anything, import errors included, goes to the learner with its traceback
+        with contextlib.suppress(Exception):
+            conn.send(("error", traceback.format_exc()))
+    finally:
+        if venv is not None:
+            for env in venv.envs:
+                flush = getattr(env, "flush_event_logs", None)
+                if flush is not None:
+                    with contextlib.suppress(Exception):
+                        flush()
+            with contextlib.suppress(Exception):
+                venv.close()
+        with contextlib.suppress(Exception):
+            conn.close()

@@ -1,0 +1,83 @@
+"""Sweeps as Ray tasks: the grid points of a sweep run as Ray tasks with the numbers of local worker processes;
+failed points are listed and the others go on; a task whose worker dies is reported, not retried."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from maze_lab.run.ray_tasks import RayTaskFailed, run_as_ray_tasks  # noqa: E402
+from maze_lab.run.run_context import RunContext  # noqa: E402
+
+GRID = {"seed": [3, 5], "env.name": ["CartPole-v1", "NoSuchEnv-v0"]}
+TINY = {"n_epochs": 1, "algorithm.epoch_length": 2, "algorithm.n_rollout_steps": 16, "runner.concurrency": 2,
+        "algorithm.eval_repeats": 1}
+METRICS = ["seed", "env.name", "status", "epoch", "env_steps", "best_eval_reward", "last_eval_reward",
+           "final_train_reward"]
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """One local Ray for this module (maze-lab's own start reuses it)."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+def _sweep(base: Path, launcher: str) -> tuple[RunContext, object]:
+    rc = RunContext(overrides={**TINY, **GRID, "log_base_dir": str(base)}, multirun=True, n_jobs=2,
+                    launcher=launcher, silent=True)
+    return rc, rc.train()
+
+
+def _stats(run_dir: Path) -> list[dict]:
+    from maze_lab.core.log_stats.writers import StatsStore
+
+    df = StatsStore.load(Path(run_dir)).to_dataframe()
+    return df[~df.event.str.startswith("time_")].reset_index(drop=True).to_dict("records")
+
+
+def test_a_sweep_as_ray_tasks_gives_the_numbers_of_local_jobs(tmp_path: Path, local_ray: None) -> None:
+    _, local = _sweep(tmp_path / "local", "local")
+    rc, remote = _sweep(tmp_path / "ray", "ray")
+    assert list(remote.status) == ["done", "failed", "done", "failed"]  # seed x env.name, in grid order
+    assert remote[METRICS].equals(local[METRICS])
+    assert remote.last_eval_reward.notna().sum() == 2
+    for ray_dir, local_dir, status in zip(remote.run_dir, local.run_dir, remote.status, strict=True):
+        assert Path(ray_dir).parent == tmp_path / "ray" / "default"
+        if status == "done":
+            assert _stats(ray_dir) == _stats(local_dir)
+    # the failed points are listed with their errors, and their run directories say why
+    assert [path for path, _ in rc.failures] == [Path(p) for p in remote.run_dir[remote.status == "failed"]]
+    for path, err in rc.failures:
+        assert "NoSuchEnv-v0" in str(err)
+        summary = json.loads((path / "maze_lab_run.json").read_text())
+        assert summary["status"] == "failed" and "NoSuchEnv-v0" in summary["error"]
+
+
+def test_a_task_whose_worker_dies_is_reported_and_the_others_finish(local_ray: None) -> None:
+    results = run_as_ray_tasks(os._exit, [(3,)], n_jobs=1) + run_as_ray_tasks(pow, [(2, 5), (3, 2)], n_jobs=2)
+    assert isinstance(results[0], RayTaskFailed) and "Ray task 0 ended without a result" in str(results[0])
+    assert results[1:] == [32, 9]
+
+
+def test_objects_and_a_cluster_address_without_ray_are_refused(tmp_path: Path) -> None:
+    from maze_lab.core.utils.factory import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="launcher 'dask' is not one of local, ray"):
+        RunContext(overrides={"seed": [1, 2]}, multirun=True, launcher="dask")
+    with pytest.raises(ConfigurationError, match="names a Ray cluster; pass launcher='ray'"):
+        RunContext(overrides={"seed": [1, 2]}, multirun=True, ray_address="auto")
+    rc = RunContext(env=lambda: None, overrides={"seed": [1, 2], "log_base_dir": str(tmp_path)}, multirun=True,
+                    launcher="ray")
+    with pytest.raises(ConfigurationError, match="cannot be sent to worker processes or Ray tasks"):
+        rc.train()
