@@ -353,8 +353,15 @@ def _rollout(args: argparse.Namespace) -> int:
 
     run = load_run(args.run_dir, trust=args.trust)
     try:
-        result = run.rollout(n_episodes=args.episodes, which=args.which, deterministic=not args.sample,
-                             seed=args.seed, record_trajectory=not args.no_record)
+        if args.workers != 1 or args.ray:  # episodes split over processes or Ray tasks, seeded as in one process
+            from maze_lab.train.ray_rollouts import rollout_loaded_run
+
+            result = rollout_loaded_run(run, args.episodes, args.workers, backend="ray" if args.ray else "processes",
+                                        which=args.which, deterministic=not args.sample, seed=args.seed,
+                                        record_trajectory=not args.no_record, address=args.address)
+        else:
+            result = run.rollout(n_episodes=args.episodes, which=args.which, deterministic=not args.sample,
+                                 seed=args.seed, record_trajectory=not args.no_record)
     except (FileNotFoundError, ValueError) as err:
         raise BadInput(str(err)) from err
     lengths = ", ".join(str(n) for n in result.episode_lengths)
@@ -659,6 +666,11 @@ def build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--sample", action="store_true", help="sample actions instead of the most likely ones")
     rollout.add_argument("--seed", type=int, default=None, help="seed of the episodes")
     rollout.add_argument("--no-record", action="store_true", help="do not record trajectories")
+    rollout.add_argument("--workers", type=int, default=1, metavar="N",
+                         help="split the episodes over N local processes (with --ray: N Ray tasks); default 1")
+    rollout.add_argument("--ray", action="store_true", help="run the --workers on Ray (a local Ray, or --address)")
+    rollout.add_argument("--address", default=None,
+                         help="with --ray: the Ray cluster to join ('auto', 'host:6379', 'ray://host:10001')")
     rollout.add_argument("--trust", action="append", metavar="MODULE", help=_TRUST_HELP)
     rollout.set_defaults(func=_rollout)
 

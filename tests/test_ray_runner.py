@@ -247,6 +247,95 @@ def test_parallel_rollout_equals_the_sequential_one(tmp_path: Path, backend: str
     assert parallel.episode_rewards == sequential.episode_rewards
     assert parallel.episode_lengths == sequential.episode_lengths
     assert len(set(sequential.episode_lengths)) > 1, "the episodes must differ for the comparison to mean anything"
-    assert parallel.stats == sequential.stats
+    assert parallel.stats.keys() == sequential.stats.keys() and parallel.stats
+    for key, value in sequential.stats.items():
+        np.testing.assert_array_equal(np.asarray(parallel.stats[key]), np.asarray(value), err_msg=str(key))
     assert len(parallel.trajectory_paths) == 5 and all(p.exists() for p in parallel.trajectory_paths)
     assert all(p.parent == rc.run_dir / "trajectories" for p in parallel.trajectory_paths)
+
+
+@pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "2", "--ray"]])
+def test_cli_rollout_with_workers_equals_one_process(tmp_path: Path, capsys, extra: list[str]):
+    from maze_lab.cli import main
+    from maze_lab.run.run_context import RunContext
+    from maze_lab.run.run_dir import RunDirectory
+
+    rc = RunContext(algorithm="ppo", runner="dev", run_dir=tmp_path / "run", silent=True,
+                    overrides={"env.name": "CartPole-v1", "n_epochs": 1, "algorithm.epoch_length": 1,
+                               "algorithm.n_rollout_steps": 8, "algorithm.eval_repeats": 1})
+    rc.train()
+    rc.close()
+    assert main(["rollout", str(rc.run_dir), "--episodes", "4", "--seed", "2", "--no-record"]) == 0
+    one = capsys.readouterr().out.splitlines()[0]
+    assert main(["rollout", str(rc.run_dir), "--episodes", "4", "--seed", "2", *extra]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == one, (out, one)  # mean reward and every episode length
+    assert len(list((rc.run_dir / "trajectories").glob("*"))) == 4
+    assert RunDirectory(rc.run_dir).read_summary()["last_rollout"]["workers"] == 2
+
+
+def test_structured_masked_env_rolls_out_on_ray_as_locally():
+    """Sub-steps and action masks: the workers' records keep the order of policy keys, the masks hold for every env
+    of both workers, and PPO's batches and update take the concatenated rollout."""
+    import cutting2d_training
+    from cutting2d_training import masked_env_factory, masked_ppo
+
+    cloudpickle.register_pickle_by_value(cutting2d_training)
+    local = masked_ppo(seed=0, n_envs=2, n_rollout_steps=6)
+    trainer = PPO(local.config, local.model,
+                  rollout_generator=RayRolloutGenerator(RayEnvGroup([masked_env_factory] * 4, n_workers=2)))
+    try:
+        trainer.rollout_generator.reset(0)
+        rollout = trainer._rollout(6)
+        assert [r.key for r in rollout.records] == [0, 1] * 3
+        assert rollout.n_envs == 4
+        for r in rollout.records[::2]:
+            chosen = r.actions["piece_idx"]
+            assert all(r.obs["inventory_mask"][i, chosen[i]] == 1 for i in range(4))
+        batches = trainer._prepare_batches(rollout)
+        assert set(batches) == {0, 1} and len(batches[0]) == len(batches[1]) == 12
+        trainer.update(batches)
+    finally:
+        trainer.env.close()
+        local.env.close()
+
+
+def test_concatenated_rollout_shifts_the_bootstrap_env_indices():
+    from maze_lab.train.ray_rollouts import concatenate_rollouts
+    from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
+
+    def worker_rollout(base: float, cut_env: int | None) -> Rollout:
+        obs = {"x": np.full((2, 3), base)}
+        record = SubStepRecord(0, obs, {"a": np.array([1, 2])}, np.zeros(2, np.float32), np.ones(2),
+                               np.zeros(2, bool), np.array([cut_env == 0, cut_env == 1]))
+        if cut_env is not None:
+            record.bootstrap.append((cut_env, {"x": np.full(3, base + 0.5)}))
+        return Rollout([record], {"x": np.full((2, 3), base + 1)}, 0, 0, 2)
+
+    merged = concatenate_rollouts([worker_rollout(0.0, 1), worker_rollout(10.0, 0)])
+    assert merged.n_envs == 4
+    np.testing.assert_array_equal(merged.records[0].obs["x"][:, 0], [0, 0, 10, 10])
+    assert [i for i, _ in merged.records[0].bootstrap] == [1, 2]
+    assert merged.records[0].bootstrap[1][1]["x"][0] == 10.5
+    np.testing.assert_array_equal(merged.records[0].truncated, [False, True, True, False])
+    np.testing.assert_array_equal(merged.next_obs["x"][:, 0], [1, 1, 11, 11])
+
+
+def test_ray_rollouts_repeat_on_the_same_seed():
+    """Env seeds seed + w * envs_per_worker + e and worker torch seeds seed + w: the same seed and number of workers
+    give the same actions and rewards (a local run samples from other random streams)."""
+    model = flat_actor_critic(CARTPOLE())
+    outcomes = []
+    for _ in range(2):
+        generator = RayRolloutGenerator(RayEnvGroup([CARTPOLE] * 4, n_workers=2))
+        try:
+            generator.reset(3)
+            rollout = generator.rollout(model.policy, 30)
+        finally:
+            generator.env.close()
+        outcomes.append((np.stack([r.actions["action"] for r in rollout.records]),
+                         np.stack([r.reward for r in rollout.records]),
+                         np.stack([r.terminated for r in rollout.records])))
+    for a, b in zip(*outcomes, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert outcomes[0][2].any(), "30 random steps end some CartPole episodes"

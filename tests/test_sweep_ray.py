@@ -46,8 +46,15 @@ def _stats(run_dir: Path) -> list[dict]:
     return df[~df.event.str.startswith("time_")].reset_index(drop=True).to_dict("records")
 
 
-def test_a_sweep_as_ray_tasks_gives_the_numbers_of_local_jobs(tmp_path: Path, local_ray: None) -> None:
-    _, local = _sweep(tmp_path / "local", "local")
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The reference: the sweep in two local worker processes."""
+    return _sweep(tmp_path_factory.mktemp("local"), "local")[1]
+
+
+def test_a_sweep_as_ray_tasks_gives_the_numbers_of_local_jobs(tmp_path: Path, local_sweep: object,
+                                                              local_ray: None) -> None:
+    local = local_sweep
     rc, remote = _sweep(tmp_path / "ray", "ray")
     assert list(remote.status) == ["done", "failed", "done", "failed"]  # seed x env.name, in grid order
     assert remote[METRICS].equals(local[METRICS])
@@ -64,10 +71,25 @@ def test_a_sweep_as_ray_tasks_gives_the_numbers_of_local_jobs(tmp_path: Path, lo
         assert summary["status"] == "failed" and "NoSuchEnv-v0" in summary["error"]
 
 
+def test_a_running_ray_is_joined_by_its_address(local_ray: None) -> None:
+    import subprocess
+    import sys
+
+    address = ray.get_runtime_context().gcs_address  # this module's Ray, joined as a cluster would be
+    code = (f"from maze_lab.run.ray_tasks import run_as_ray_tasks\n"
+            f"print(run_as_ray_tasks(pow, [(2, 5), (3, 2)], n_jobs=2, address={address!r}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[32, 9]"
+    assert "Started a local Ray" not in proc.stderr
+
+
 def test_a_task_whose_worker_dies_is_reported_and_the_others_finish(local_ray: None) -> None:
-    results = run_as_ray_tasks(os._exit, [(3,)], n_jobs=1) + run_as_ray_tasks(pow, [(2, 5), (3, 2)], n_jobs=2)
-    assert isinstance(results[0], RayTaskFailed) and "Ray task 0 ended without a result" in str(results[0])
-    assert results[1:] == [32, 9]
+    import operator
+
+    results = run_as_ray_tasks(operator.call, [(pow, 2, 5), (os._exit, 3), (pow, 3, 2)], n_jobs=2)
+    assert isinstance(results[1], RayTaskFailed) and "Ray task 1 ended without a result" in str(results[1])
+    assert results[0] == 32 and results[2] == 9
 
 
 def test_objects_and_a_cluster_address_without_ray_are_refused(tmp_path: Path) -> None:
@@ -81,3 +103,21 @@ def test_objects_and_a_cluster_address_without_ray_are_refused(tmp_path: Path) -
                     launcher="ray")
     with pytest.raises(ConfigurationError, match="cannot be sent to worker processes or Ray tasks"):
         rc.train()
+
+
+def test_an_address_where_no_ray_answers_is_refused_at_once(tmp_path: Path) -> None:
+    import socket
+    from unittest import mock
+
+    from maze_lab.core.utils.factory import ConfigurationError
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    rc = RunContext(overrides={**TINY, "seed": [1, 2], "log_base_dir": str(tmp_path)}, multirun=True,
+                    launcher="ray", ray_address=f"127.0.0.1:{port}")
+    with mock.patch.object(ray, "is_initialized", return_value=False):  # as in a process without Ray
+        with pytest.raises(ConfigurationError, match=rf"no Ray cluster answers at 127.0.0.1:{port} .*ray start "
+                                                     rf"--head"):
+            rc.train()
+    assert not any(tmp_path.iterdir())  # no run directory was made

@@ -282,6 +282,8 @@ def run_batch_command(args: Any) -> int:
 
     from maze_lab.cli import BadInput, _one_line
 
+    if not getattr(args, "ray", False) and args.address:
+        raise BadInput("--address names a Ray cluster; add --ray")
     values = batch_values(args.parameters or [])
     swept, combos = batch_grid(values)
     n_jobs = args.jobs if args.jobs is not None else 1
@@ -290,8 +292,6 @@ def run_batch_command(args: Any) -> int:
     grid = " x ".join(f"{key} ({len(values[key])} values)" for key in swept) or "one combination"
     print(f"maze-lab run: {len(combos)} executions of {args.notebook} over {grid}, {n_jobs} at a time{where} "
           f"(each notebook's output goes into its executed copy) ...", flush=True)
-    if backend == "local" and args.address:
-        raise BadInput("--address names a Ray cluster; add --ray")
     started = time.monotonic()
     try:
         table = run_notebook_batch(args.notebook, values, n_jobs=n_jobs, backend=backend,

@@ -331,9 +331,10 @@ def check_space_keys(space: SearchSpace, base: DictConfig, config_modules: list[
 
 
 # ---- study construction --------------------------------------------------------------------------------------------
-def make_sampler(settings: dict[str, Any], seed_offset: int = 0) -> Any:
+def make_sampler(settings: dict[str, Any], seed_offset: int = 0, parallel: bool = False) -> Any:
     """The Optuna sampler of ``study.sampler``; a resumed study draws from ``seed + seed_offset``, not the values of
-    its first trials again."""
+    its first trials again. With trials in ``parallel``, TPE counts the running ones as poor (constant liar), so that
+    trials started together do not get near-identical values."""
     import optuna
 
     kwargs = {k: v for k, v in settings.items() if k != "type" and v is not None}
@@ -341,7 +342,9 @@ def make_sampler(settings: dict[str, Any], seed_offset: int = 0) -> Any:
         kwargs["seed"] = int(kwargs["seed"]) + seed_offset
     if settings["type"] == "random":
         return optuna.samplers.RandomSampler(**kwargs)
-    return optuna.samplers.TPESampler(**kwargs)
+    with warnings.catch_warnings():  # constant_liar is marked experimental in Optuna
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(**kwargs, constant_liar=parallel)
 
 
 def make_pruner(settings: dict[str, Any]) -> Any:
@@ -454,6 +457,9 @@ def run_trial(job: dict[str, Any], trial: Any = None) -> dict[str, Any]:
         if rc is not None:
             with contextlib.suppress(Exception):
                 rc.close()
+        if job.get("proxy") and trial is not None:
+            with contextlib.suppress(Exception):
+                trial.storage.close()  # the worker's channel to the proxy (worker processes take further trials)
     return result
 
 
@@ -506,20 +512,26 @@ class _ProxyServer:
         self.server.stop(grace=1).wait()
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
-    """Connect to Ray: an initialised Ray is reused, else ``address`` (a cluster) or a local Ray with ``num_cpus``.
-    Returns whether Ray was started here (and should be shut down by the caller)."""
+def connect_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Connect to Ray through maze-lab's one way of doing it (:func:`maze_lab.run.ray_tasks.ensure_ray`: an
+    initialised Ray is reused, else ``address``, else a fresh local Ray with ``num_cpus``); returns whether Ray was
+    started here (and is to be shut down by the caller). A cluster that cannot be joined is a ConfigurationError."""
+    from maze_lab.run.ray_tasks import ensure_ray
+
     try:
-        import ray
-    except ImportError as err:
-        raise ConfigurationError("backend 'ray' needs Ray: pip install 'maze-lab[scale]'") from err
-    if ray.is_initialized():
-        return False
-    if address:
-        ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-    return True
+        return ensure_ray(address, num_cpus=num_cpus)
+    except ConnectionError as err:
+        raise ConfigurationError(
+            f"cannot connect to the Ray cluster at {address} ({' '.join(str(err).split())}); start it with "
+            f"`ray start --head` on the head node (`ray status` shows it). Ray's token authentication needs the "
+            f"cluster's token in this process: RAY_AUTH_MODE=token with ~/.ray/auth_token or RAY_AUTH_TOKEN"
+        ) from None
+
+
+def _shutdown_ray() -> None:
+    import ray
+
+    ray.shutdown()
 
 
 class _Executor:
@@ -530,11 +542,12 @@ class _Executor:
         self.n_jobs = n_jobs
         self.pool: Any = None
         self._ray_started = False
+        self._address = address
         self._remote: Any = None
         if backend == "ray":
             import ray
 
-            self._ray_started = ensure_ray(address, num_cpus=None if address else max(n_jobs, 1))
+            self._ray_started = connect_ray(address, num_cpus=max(n_jobs, 1))
             # a failed trial is a result, not a retry; one CPU per trial
             self._remote = ray.remote(num_cpus=1, max_retries=0)(_trial_in_worker)
         elif n_jobs > 1:
@@ -553,17 +566,22 @@ class _Executor:
 
     @property
     def proxy_host(self) -> str:
-        """The address workers reach this process at."""
-        if self.backend == "ray" and not self._ray_local():
-            import ray
-
-            return ray.util.get_node_ip_address()
-        return "127.0.0.1"
-
-    def _ray_local(self) -> bool:
+        """The address the trials reach this process at: loopback unless Ray runs them on other machines."""
+        if self.backend != "ray":
+            return "127.0.0.1"
         import ray
 
-        return len(ray.nodes()) <= 1
+        if ray.util.client.ray.is_connected():
+            # Ray Client (ray://head:10001): the tasks run on the cluster's machines; they reach this one at the
+            # address it reaches the head from (the head must be able to connect back)
+            address = self._address or os.environ.get("RAY_ADDRESS", "")
+            head = address.split("://", 1)[-1].rsplit(":", 1)[0]
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.connect((head, 10001))
+                return probe.getsockname()[0]
+        here = ray.util.get_node_ip_address()
+        nodes = {n.get("NodeManagerAddress") for n in ray.nodes() if n.get("Alive")}
+        return "127.0.0.1" if nodes <= {here} else here
 
     def submit(self, job: dict[str, Any], trial: Any) -> Any:
         from concurrent.futures import Future
@@ -654,43 +672,50 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
     spec = load_search_space(space, config_modules)
     merged = {**spec.overrides, **dict(overrides or {})}
     components = {k: merged.pop(k) for k in list(merged) if k in GROUPS and isinstance(merged[k], str)}
-    experiment = experiment or merged.pop("experiment", None) or spec.experiment
+    named = merged.pop("experiment", None)  # experiment=NAME among the overrides selects the file, as in train
+    experiment = experiment or named or spec.experiment
     base = compose_config(components, merged, experiment, config_modules)
     check_space_keys(spec, base, config_modules)
     target = n_trials if n_trials is not None else spec.study.n_trials
     study_path = Path(study_dir) if study_dir is not None else default_study_dir(base, spec.name)
-    study_path.mkdir(parents=True, exist_ok=True)
-    study_path = study_path.resolve()
-    say = (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))  # noqa: E731
+    # Ray first: a cluster that cannot be reached is reported before a study directory is made
+    ray_started = connect_ray(address, num_cpus=max(n_jobs, 1)) if backend == "ray" else False
+    with contextlib.ExitStack() as stack:
+        if ray_started:  # started here: shut down at the end (an initialised Ray is the caller's)
+            stack.callback(_shutdown_ray)
+        study_path.mkdir(parents=True, exist_ok=True)
+        study_path = study_path.resolve()
+        say = (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))  # noqa: E731
 
-    import optuna
+        import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    with _study_lock(study_path):
-        storage = study_storage(study_path)
-        study_name = f"optimize-{spec.name}"
-        study = optuna.create_study(study_name=study_name, storage=storage, direction=spec.study.direction,
-                                    pruner=make_pruner(spec.study.pruner), load_if_exists=True)
-        if study.direction.name.lower() != spec.study.direction:
-            raise ConfigurationError(f"the study in {study_path} was made with direction "
-                                     f"{study.direction.name.lower()}; this search space asks for "
-                                     f"{spec.study.direction}: use another study_dir")
-        _note_space(study, spec, study_path, say)
-        _fail_stale_trials(study, say)
-        done = [t for t in study.get_trials(deepcopy=False) if t.state.name in _FINISHED
-                and not t.user_attrs.get("interrupted")]
-        study.sampler = make_sampler(spec.study.sampler, seed_offset=len(study.get_trials(deepcopy=False)))
-        missing = max(0, target - len(done))
-        mode = (f"{n_jobs} Ray task(s) at a time" if backend == "ray" else
-                f"{n_jobs} worker process(es)" if n_jobs > 1 else "one at a time in this process")
-        say(f"maze-lab optimize: study {study_name} in {study_path}: {target} trials wanted, {len(done)} finished, "
-            f"{missing} to run ({mode})")
-        job_base = {"components": components, "overrides": merged, "experiment": experiment,
-                    "config_modules": config_modules, "study_name": study_name, "study_dir": str(study_path),
-                    "objective": spec.study.objective, "pruner": spec.study.pruner}
-        ran = _run_trials(study, storage, spec, missing, n_jobs, backend, address, study_path, job_base, say) \
-            if missing else []
-        result = _finish(study, spec, study_path, ran)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        with _study_lock(study_path):
+            storage = study_storage(study_path)
+            study_name = f"optimize-{spec.name}"
+            study = optuna.create_study(study_name=study_name, storage=storage, direction=spec.study.direction,
+                                        pruner=make_pruner(spec.study.pruner), load_if_exists=True)
+            if study.direction.name.lower() != spec.study.direction:
+                raise ConfigurationError(f"the study in {study_path} was made with direction "
+                                         f"{study.direction.name.lower()}; this search space asks for "
+                                         f"{spec.study.direction}: use another study_dir")
+            _note_space(study, spec, study_path, say)
+            _fail_stale_trials(study, say)
+            done = [t for t in study.get_trials(deepcopy=False) if t.state.name in _FINISHED
+                    and not t.user_attrs.get("interrupted")]
+            study.sampler = make_sampler(spec.study.sampler, seed_offset=len(study.get_trials(deepcopy=False)),
+                                         parallel=n_jobs > 1)
+            missing = max(0, target - len(done))
+            mode = (f"{n_jobs} Ray task(s) at a time" if backend == "ray" else
+                    f"{n_jobs} worker process(es)" if n_jobs > 1 else "one at a time in this process")
+            say(f"maze-lab optimize: study {study_name} in {study_path}: {target} trials wanted, {len(done)} finished, "
+                f"{missing} to run ({mode})")
+            job_base = {"components": components, "overrides": merged, "experiment": experiment,
+                        "config_modules": config_modules, "study_name": study_name, "study_dir": str(study_path),
+                        "objective": spec.study.objective, "pruner": spec.study.pruner}
+            ran = _run_trials(study, storage, spec, missing, n_jobs, backend, address, study_path, job_base, say) \
+                if missing else []
+            result = _finish(study, spec, study_path, ran)
     if not quiet:
         print(format_table(result.table), flush=True)
         if result.best_trial is not None:
@@ -785,6 +810,8 @@ def _tell(study: Any, trial: Any, result: dict[str, Any], states: Any) -> None:
         study.tell(trial, state=states.PRUNED)  # Optuna keeps the last reported reward as its value
     else:
         trial.set_user_attr("error", result.get("error") or "unknown error")
+        if result.get("traceback"):  # also where the trial failed before its run directory was made
+            trial.set_user_attr("traceback", result["traceback"])
         study.tell(trial, state=states.FAIL)
 
 

@@ -45,9 +45,10 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     An initialized Ray (a notebook's own ``ray.init``, a test fixture, an earlier sweep) is reused as it is, whatever
     ``address`` says.
 
-    :param address: None: start a new local Ray in this process (``num_cpus`` CPUs, default all of them); ``"auto"``:
-        join the cluster of this machine (``ray start --head`` ran here); ``"host:6379"`` or ``"ray://host:10001"``:
-        join that cluster.
+    :param address: None: ``$RAY_ADDRESS`` where set (as in a job started by ``ray job submit``), else start a new
+        local Ray in this process (``num_cpus`` CPUs, default all of them); ``"auto"``: join the cluster whose node
+        runs on this machine (``ray start`` ran here); ``"host:6379"``: join that cluster from one of its nodes;
+        ``"ray://host:10001"``: join it from outside through Ray Client.
     :param num_cpus: CPUs of a local Ray this call starts (ignored when joining a cluster).
     """
     ray = import_ray()
@@ -55,14 +56,42 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
         return False
     import logging
 
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None and address != "auto":
+        _check_reachable(address)
     options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
                                "log_to_driver": False}
     if address is None:
-        # "local": always a fresh instance of our own, never a cluster that happens to run on this machine
+        # "local": a fresh instance of our own, never a cluster that happens to run on this machine (ray.init()
+        # without an address would join the last one `ray start` started here)
         ray.init(address="local", num_cpus=num_cpus, **options)
+    elif address.startswith("ray://"):
+        ray.init(address=address)  # Ray Client: the options above would be passed on to the server's ray.init
     else:
         ray.init(address=address, **options)
     return True
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse at once a cluster address where nothing listens (Ray itself would retry it for minutes)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"//{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number
+        host, port = None, None
+    if not host:
+        raise ConfigurationError(f"Ray address {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
+    port = port or (10001 if parts.scheme == "ray" else 6379)
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as err:
+        raise ConfigurationError(
+            f"no Ray cluster answers at {host}:{port} (Ray address {address!r}: {err.strerror or err}); start one "
+            f"with `ray start --head --port=6379` on the head node (Ray Client, ray://: its port 10001) and "
+            f"`ray start --address=HEAD:6379` on the others, or leave out the address for a local Ray") from None
 
 
 def run_as_ray_tasks(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], n_jobs: int,
@@ -153,6 +182,8 @@ def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_
     """
     from maze_lab.run.run_dir import RunDirectory, new_run_dir
 
+    # Ray first: an address that cannot be joined leaves no empty run directories behind
+    ensure_ray(address, num_cpus=max(n_jobs, os.cpu_count() or 1) if address is None else None)
     run_dirs = [new_run_dir(cfg["log_base_dir"], cfg["experiment"]) for cfg in configs]
     results = run_as_ray_tasks(train_config_task, [(cfg, n_epochs, str(path)) for cfg, path in
                                                    zip(configs, run_dirs, strict=True)], n_jobs, address)

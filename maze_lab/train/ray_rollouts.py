@@ -138,7 +138,8 @@ class _RolloutWorker:
 
     def rollout(self, weights: dict[str, Any] | None, n_steps: int, epoch: int | None,
                 sampler: Any = None) -> tuple[Any, list[LogStats], float]:
-        """Load the weights, roll out ``n_steps`` and return (rollout, finished episodes' statistics, seconds)."""
+        """Load the weights, roll out ``n_steps`` and return (packed rollout, finished episodes' statistics,
+        seconds)."""
         from maze_lab.train.vector_env import pop_episode_stats
 
         t0 = time.perf_counter()
@@ -146,11 +147,20 @@ class _RolloutWorker:
             self.policy.load_state_dict(weights)
         self.policy.eval()
         rollout = self.generator.rollout(self.policy, n_steps, epoch=epoch, sampler=sampler)
-        return rollout, pop_episode_stats(self.venv.envs), time.perf_counter() - t0
+        for env in self.venv.envs:
+            # the run layer flushes the event logs of envs it holds when training ends; these are here
+            env.flush_event_logs()
+        return pack_rollout(rollout), pop_episode_stats(self.venv.envs), time.perf_counter() - t0
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
-        """Call a method on every env of this worker."""
-        return [getattr(env, name)(*args, **kwargs) for env in self.venv.envs]
+    def call(self, name: str, args: tuple, kwargs: dict) -> tuple[str, Any]:
+        """Call a method on every env of this worker: ("ok", results), or ("error", traceback) where it raised (a
+        failed call leaves the worker as it was, as in SubprocVectorEnv.call)."""
+        import traceback
+
+        try:
+            return "ok", [getattr(env, name)(*args, **kwargs) for env in self.venv.envs]
+        except Exception:  # noqa: BLE001 - reported to the caller; the envs are unaffected
+            return "error", traceback.format_exc()
 
     def close(self) -> None:
         """Flush the envs' event logs and close them."""
@@ -258,6 +268,15 @@ class RayEnvGroup:
             raise RuntimeError("this RayEnvGroup is closed (after close() or a worker failure)")
         import torch  # noqa: F401 - the policy copy below is a torch module
 
+        need = self.n_workers * self.num_cpus_per_worker
+        have = ray.cluster_resources().get("CPU", 0.0)
+        if need > have:
+            message = (f"runner=ray: {self.n_workers} workers x {self.num_cpus_per_worker} CPUs need {need:g} CPUs; "
+                       f"the Ray cluster has {have:g}. Lower runner.n_workers or runner.num_cpus_per_worker")
+            if self.owns_ray:  # a local Ray started here never grows: the workers would wait forever
+                raise RuntimeError(message)
+            print(f"maze-lab: WARNING {message}, or add nodes (the workers wait until the cluster has room)",
+                  file=sys.stderr, flush=True)
         policy_copy = copy.deepcopy(policy)
         policy_copy.to("cpu")
         policy_payload = cloudpickle.dumps(policy_copy)
@@ -269,9 +288,9 @@ class RayEnvGroup:
                 payload = cloudpickle.dumps(self.factories[w * k:(w + 1) * k])
                 self.actors.append(remote_cls.remote(w, payload, policy_payload, None if seed is None else seed + w))
             self.pids = list(self._get([a.pid.remote() for a in self.actors], "starting"))
-            for name, args, kwargs in self._pending_calls:
-                self._get([a.call.remote(name, args, kwargs) for a in self.actors], f"calling {name!r}")
-            self._pending_calls = []
+            pending, self._pending_calls = self._pending_calls, []
+            for name, args, kwargs in pending:
+                self.call(name, *args, **kwargs)
         except BaseException:
             self._fail()
             raise
@@ -321,8 +340,13 @@ class RayEnvGroup:
                 self._pending_calls.append((name, args, kwargs))
                 return [None] * self.n_envs
             raise RuntimeError(f"the Ray workers are not started yet; '{name}' is available after the first rollout")
-        results = self._get([a.call.remote(name, args, kwargs) for a in self.actors], f"calling {name!r}")
-        return [r for per_worker in results for r in per_worker]
+        replies = self._get([a.call.remote(name, args, kwargs) for a in self.actors], f"calling {name!r}")
+        errors = [data for status, data in replies if status == "error"]
+        if errors:
+            from maze_lab.train.vector_env import VectorEnvCallError
+
+            raise VectorEnvCallError(f"calling '{name}' on the envs failed in a Ray worker:\n{errors[0]}")
+        return [r for _, per_worker in replies for r in per_worker]
 
     def _stop_actors(self) -> None:
         """Stop the actors: those that still answer flush their envs' event logs and close them first."""
@@ -397,10 +421,9 @@ class RayRolloutGenerator:
         weights_ref = ray.put(weights)  # once per update; every actor reads the same object
         results = env._get([a.rollout.remote(weights_ref, n_steps, epoch, sampler) for a in env.actors],
                            f"rolling out epoch {epoch}" if epoch is not None else "rolling out")
-        rollouts = [r[0] for r in results]
         for _, episodes, _ in results:
             env.add(episodes)
-        rollout = concatenate_rollouts(rollouts)
+        rollout = merge_packed([r[0] for r in results])
         self.first_key = rollout.first_key
         self._obs = rollout.next_obs
         self.env_steps += n_steps * env.n_envs
@@ -417,38 +440,70 @@ def _cpu_tensors(state: Any) -> Any:
     return state.detach().cpu() if hasattr(state, "detach") else state
 
 
-def concatenate_rollouts(rollouts: list[Any]) -> Any:
-    """One Rollout of the workers' rollouts, env axis in worker order (bootstrap env indices shifted).
+def pack_rollout(rollout: Any) -> dict[str, Any]:
+    """A Rollout as a few stacked arrays (what a worker sends): pickling one array per field and policy key is
+    several times cheaper than pickling a record object with small arrays per sub-step."""
+    records = rollout.records
+    n = rollout.n_envs
+    keys = [r.key for r in records]
+    groups: dict[StepKey, list[int]] = {}
+    for s, key in enumerate(keys):
+        groups.setdefault(key, []).append(s)
+
+    def stacked(field: str) -> dict[StepKey, dict[str, np.ndarray]]:
+        return {key: {name: np.stack([getattr(records[s], field)[name] for s in idx])
+                      for name in getattr(records[idx[0]], field)} for key, idx in groups.items()}
+
+    def per_step(field: str, dtype: Any) -> np.ndarray:
+        if not records:
+            return np.zeros((0, n), dtype)
+        return np.stack([getattr(r, field) for r in records])
+
+    return {"keys": keys, "obs": stacked("obs"), "actions": stacked("actions"),
+            "log_prob": per_step("log_prob", np.float32), "reward": per_step("reward", np.float64),
+            "terminated": per_step("terminated", bool), "truncated": per_step("truncated", bool),
+            "bootstrap": [r.bootstrap for r in records], "next_obs": rollout.next_obs, "next_key": rollout.next_key,
+            "first_key": rollout.first_key, "n_envs": n}
+
+
+def merge_packed(packs: list[dict[str, Any]]) -> Any:
+    """One Rollout of the workers' packed rollouts, the env axis in worker order (bootstrap env indices shifted).
 
     Always copies, also for a single worker: arrays that come out of Ray's object store are read-only."""
     from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
 
-    first = rollouts[0]
-    n_steps = len(first.records)
-    for w, r in enumerate(rollouts[1:], start=1):
-        if len(r.records) != n_steps or r.next_key != first.next_key or r.first_key != first.first_key:
-            raise RuntimeError(f"Ray worker {w} rolled out other policy keys than worker 0; all envs of a run must "
-                               f"step their policy keys in the same order")
-    offsets = np.cumsum([0] + [r.n_envs for r in rollouts[:-1]])
+    first = packs[0]
+    keys = first["keys"]
+    for w, pack in enumerate(packs[1:], start=1):
+        if pack["keys"] != keys or pack["next_key"] != first["next_key"] or pack["first_key"] != first["first_key"]:
+            raise RuntimeError(f"Ray worker {w} acted with other policy keys than worker 0 ({pack['keys'][:6]}... vs "
+                               f"{keys[:6]}...); all envs of a run must step their policy keys in the same order")
+    offsets = np.cumsum([0] + [p["n_envs"] for p in packs[:-1]])
+
+    def merged(field: str) -> dict[StepKey, dict[str, np.ndarray]]:
+        return {key: {name: np.concatenate([p[field][key][name] for p in packs], axis=1) for name in arrays}
+                for key, arrays in first[field].items()}
+
+    obs, actions = merged("obs"), merged("actions")
+    steps = {name: np.concatenate([p[name] for p in packs], axis=1)
+             for name in ("log_prob", "reward", "terminated", "truncated")}
+    position: dict[StepKey, int] = {}
     records = []
-    for s in range(n_steps):
-        parts = [r.records[s] for r in rollouts]
-        key = parts[0].key
-        if any(p.key != key for p in parts[1:]):
-            raise RuntimeError(f"Ray workers act with different policy keys at sub-step {s} "
-                               f"({[p.key for p in parts]}); all envs must step their policy keys in the same order")
-        record = SubStepRecord(
-            key=key,
-            obs={k: np.concatenate([p.obs[k] for p in parts]) for k in parts[0].obs},
-            actions={k: np.concatenate([p.actions[k] for p in parts]) for k in parts[0].actions},
-            log_prob=np.concatenate([p.log_prob for p in parts]),
-            reward=np.concatenate([p.reward for p in parts]),
-            terminated=np.concatenate([p.terminated for p in parts]),
-            truncated=np.concatenate([p.truncated for p in parts]),
-            bootstrap=[(int(off) + i, o) for p, off in zip(parts, offsets, strict=True) for i, o in p.bootstrap])
-        records.append(record)
-    next_obs = {k: np.concatenate([r.next_obs[k] for r in rollouts]) for k in first.next_obs}
-    return Rollout(records, next_obs, first.next_key, first.first_key, sum(r.n_envs for r in rollouts))
+    for s, key in enumerate(keys):
+        j = position[key] = position.get(key, -1) + 1  # the s-th sub-step is the j-th of its policy key
+        records.append(SubStepRecord(
+            key=key, obs={name: arr[j] for name, arr in obs[key].items()},
+            actions={name: arr[j] for name, arr in actions[key].items()},
+            log_prob=steps["log_prob"][s], reward=steps["reward"][s], terminated=steps["terminated"][s],
+            truncated=steps["truncated"][s],
+            bootstrap=[(int(off) + i, o) for p, off in zip(packs, offsets, strict=True) for i, o in p["bootstrap"][s]]))
+    next_obs = {name: np.concatenate([p["next_obs"][name] for p in packs]) for name in first["next_obs"]}
+    return Rollout(records, next_obs, first["next_key"], first["first_key"], sum(p["n_envs"] for p in packs))
+
+
+def concatenate_rollouts(rollouts: list[Any]) -> Any:
+    """One Rollout of several (e.g. the workers'), the env axis in the given order."""
+    return merge_packed([pack_rollout(r) for r in rollouts])
 
 
 # ---- the run layer's entry ----------------------------------------------------------------------------------
@@ -590,4 +645,19 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
             aggregator.add_episode(episode)
     result.stats = aggregator.reduce()
     result.seconds = time.perf_counter() - t0
+    return result
+
+
+def rollout_loaded_run(run: Any, n_episodes: int, n_workers: int, backend: str = "processes", which: str = "best",
+                       deterministic: bool = True, seed: int | None = None, record_trajectory: bool = True,
+                       record_frames: bool | None = None, address: str | None = None) -> Any:
+    """``LoadedRun.rollout`` over ``n_workers`` processes or Ray tasks (``maze-lab rollout RUN --workers N``):
+    the run's ``which`` policy on its env, episodes recorded into the run's ``trajectories/``."""
+    result = parallel_rollout(run.env_factory().build_env, run.policy(which), n_episodes, n_workers, backend=backend,
+                              deterministic=deterministic, seed=seed, record_trajectory=record_trajectory,
+                              trajectory_dir=run.directory.trajectory_dir, record_frames=record_frames,
+                              address=address)
+    run.directory.write_summary(last_rollout={"episodes": n_episodes, "policy": which, "deterministic": deterministic,
+                                              "mean_reward": result.mean_reward, "workers": n_workers,
+                                              "backend": backend})
     return result

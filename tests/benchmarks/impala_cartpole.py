@@ -12,12 +12,13 @@ and value, gamma 0.98, no entropy bonus, max grad norm 0.5:
   the budget.
 
 Every 10 updates (2,560 env steps) the deterministic policy is evaluated on 8 episodes (8 envs in this process,
-the same protocol for all); the evaluation time is not counted. The training clock starts with ``train()`` (IMPALA:
-including the start of its actor processes; PPO's worker processes are started when its vector env is built, before
-the clock). Steps/s is the env steps the learner trained on (IMPALA: consumed trajectories; PPO: its rollouts)
-divided by the training time. IMPALA's actors go on stepping while the learner evaluates, until the queue is full:
-at most one batch of steps is collected outside the clock. A run stops at the first evaluation >= 475 or at the
-budget; a seed that does not reach 475 counts as inf in the medians.
+the same protocol for all); the evaluation time is not counted. The training clock starts with ``train()``; the
+processes are started before it on both sides (PPO's when its vector env is built, IMPALA's actors until their
+first trajectory is sent: a few seconds of spawning and importing torch that a long run hardly notices). Steps/s is
+the env steps the learner trained on (IMPALA: consumed trajectories; PPO: its rollouts) divided by the training
+time. IMPALA's actors go on stepping while the learner evaluates, until the queue is full: at most one batch of
+steps is collected outside the clock. A run stops at the first evaluation >= 475 or at the budget; a seed that does
+not reach 475 counts as inf in the medians.
 
 Timings on a shared machine with few cores are noisy (other processes compete for the cores); compare the ratios.
 
@@ -111,6 +112,11 @@ def run_impala(seed: int, processes: int, budget: int) -> Result:
     evaluator = _evaluator()
     trainer = IMPALA(config, flat_actor_critic(cartpole_factory()), env_factories=[cartpole_factory] * N_ENVS,
                      evaluator=evaluator, writers=[])
+    # the actor processes start before the clock, as PPO's env processes do (the first train() would start them):
+    # the clock starts once they have sent their first trajectory
+    trainer._before_training(True)
+    while trainer.actors.qsize() == 0:
+        time.sleep(0.01)
     return _run(trainer, evaluator)
 
 

@@ -210,6 +210,8 @@ class IMPALA(Trainer):
         if cfg.max_grad_norm > 0:
             clip_grad_norm(list(self.model.parameters()), cfg.max_grad_norm)
         self.optimizer.step()
+        # finite losses can still step into NaN weights: they must not reach the actors
+        self._check_weights("the gradient step")
 
     def _values(self, key: StepKey, obs: dict[str, np.ndarray]) -> torch.Tensor:
         return self.critic.predict_values({key: _float({k: torch.as_tensor(v).to(self.device)
