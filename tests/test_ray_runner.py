@@ -339,3 +339,20 @@ def test_ray_rollouts_repeat_on_the_same_seed():
     for a, b in zip(*outcomes, strict=True):
         np.testing.assert_array_equal(a, b)
     assert outcomes[0][2].any(), "30 random steps end some CartPole episodes"
+
+
+def broken_factory():
+    raise FileNotFoundError("no such map: levels/missing.txt")
+
+
+def test_worker_that_cannot_build_its_envs_reports_why():
+    model = flat_actor_critic(CARTPOLE())
+    generator = RayRolloutGenerator(RayEnvGroup([CARTPOLE, broken_factory], n_workers=2,
+                                                spaces=(CARTPOLE().observation_spaces_dict,
+                                                        CARTPOLE().action_spaces_dict, CARTPOLE().agent_counts_dict)))
+    try:
+        generator.reset(0)
+        with pytest.raises(RayWorkerError, match=r"(?s)Ray worker 1 failed to start.*FileNotFoundError: no such map"):
+            generator.rollout(model.policy, 4)
+    finally:
+        generator.env.close()

@@ -309,8 +309,9 @@ class RayEnvGroup:
                 self._fail()
                 text = str(err)
                 if "creation task" in text:  # the actor's __init__ (building the envs) raised: its traceback
-                    raise RayWorkerError(f"Ray worker {w} failed to start (building its envs or policy raised); all "
-                                         f"Ray workers were shut down. The worker's traceback:\n{_plain(text)}") from err
+                    raise RayWorkerError(f"Ray worker {w} failed to start (building its envs or policy raised); "
+                                         f"all Ray workers were shut down. The worker's traceback:\n{_plain(text)}"
+                                         ) from err
                 raise RayWorkerError(
                     f"Ray worker {w} (pid {pid}) died while {during}: its process ended without reporting an error "
                     f"(killed from outside, out of memory, or its node went away); all Ray workers were shut down. "
