@@ -189,6 +189,14 @@ def test_failed_trial_does_not_stop_the_study(tmp_path: Path) -> None:
     assert left.state == optuna.trial.TrialState.FAIL and left.user_attrs["interrupted"] is True
 
 
+def test_unreachable_cluster_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """An address where no Ray cluster listens is one clear error, not minutes of Ray's retries."""
+    with pytest.raises(ConfigurationError, match=r"no Ray cluster answers at 127\.0\.0\.1:1 .*ray start --head"):
+        optimize("ppo_cartpole", overrides={"log_base_dir": str(tmp_path / "out")}, backend="ray",
+                 address="127.0.0.1:1")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture(scope="module")
 def local_ray() -> object:
     """One local Ray for the module (maze-lab reuses an initialised Ray)."""

@@ -199,6 +199,16 @@ def test_runner_ray_trains_and_writes_the_run(tmp_path: Path):
     finally:
         rc.close()
     assert not rc.trainer.env.actors
+    # resumed from the run directory: weights, counters and optimizer from its last checkpoint
+    resumed = RunContext(algorithm="a2c", runner="ray", run_dir=tmp_path / "resumed", silent=True,
+                         overrides={"env.name": "CartPole-v1", "n_epochs": 1, "algorithm.epoch_length": 3,
+                                    "algorithm.n_rollout_steps": 20, "algorithm.eval_repeats": 1,
+                                    "runner.n_workers": 2, "runner.envs_per_worker": 2, "input_dir": str(rc.run_dir)})
+    try:
+        resumed.train()
+        assert resumed.trainer.epoch == 3 and resumed.trainer.env_steps == 3 * 3 * 20 * 4
+    finally:
+        resumed.close()
 
 
 def test_address_without_ray_gives_a_clear_error(tmp_path: Path):

@@ -266,8 +266,6 @@ class RayEnvGroup:
 
         if self._closed or self._broken:
             raise RuntimeError("this RayEnvGroup is closed (after close() or a worker failure)")
-        import torch  # noqa: F401 - the policy copy below is a torch module
-
         need = self.n_workers * self.num_cpus_per_worker
         have = ray.cluster_resources().get("CPU", 0.0)
         if need > have:
