@@ -1,6 +1,6 @@
-"""The ``maze-lab`` command: demo, train, run (papermill), sweep, runs, rollout, lab (the voila app), jupyter
-(JupyterLab); and ``maze-run``, which understands the command lines of the Maze framework and runs their maze-lab
-equivalent.
+"""The ``maze-lab`` command: demo, train, run (papermill, batches), sweep, optimize (Optuna), runs, rollout, lab (the
+voila app), jupyter (JupyterLab); and ``maze-run``, which understands the command lines of the Maze framework and runs
+their maze-lab equivalent.
 
 Bad input (an unknown config group, option or key, a value of the wrong type, a directory that is not a run, a
 damaged run, a refused checkpoint or configuration) ends with one line on stderr naming what is wrong and exit code
