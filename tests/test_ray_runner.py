@@ -224,8 +224,8 @@ def test_address_without_ray_gives_a_clear_error(tmp_path: Path):
     # as in a process without Ray (this module's Ray would be reused otherwise)
     with mock.patch.object(ray, "is_initialized", return_value=False):
         with pytest.raises(RayConnectionError, match=rf"runner.address='127.0.0.1:{port}': no Ray cluster answers "
-                                                     rf"at 127.0.0.1:{port}. Start one with `ray start --head"):
-            ensure_ray(f"127.0.0.1:{port}")
+                                                     rf"at 127.0.0.1:{port} \(.*\)\. Start one with `ray start --head"):
+            ensure_ray(f"127.0.0.1:{port}", setting="runner.address")
         rc = RunContext(algorithm="ppo", runner="ray", run_dir=tmp_path / "run", silent=True,
                         overrides={"runner.address": f"ray://127.0.0.1:{port}"})
         with pytest.raises(RayConnectionError, match=rf"runner.address='ray://127.0.0.1:{port}'"):

@@ -513,39 +513,12 @@ class _ProxyServer:
 
 
 def connect_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
-    """Connect to Ray through maze-lab's one way of doing it (:func:`maze_lab.run.ray_tasks.ensure_ray`: an
-    initialised Ray is reused, else ``address``, else a fresh local Ray with ``num_cpus``); returns whether Ray was
-    started here (and is to be shut down by the caller). A cluster that cannot be joined is a ConfigurationError."""
+    """Connect to Ray the way all of maze-lab does (:func:`maze_lab.run.ray_tasks.ensure_ray`: an initialised Ray
+    is reused, else ``address``, else a fresh local Ray with ``num_cpus``); returns whether Ray was started here (and
+    is to be shut down by the caller). A cluster that cannot be reached or joined is a ConfigurationError."""
     from maze_lab.run.ray_tasks import ensure_ray
 
-    _check_reachable(address)
-    try:
-        return ensure_ray(address, num_cpus=num_cpus)
-    except ConnectionError as err:
-        raise ConfigurationError(
-            f"cannot connect to the Ray cluster at {address} ({' '.join(str(err).split())}); start it with "
-            f"`ray start --head` on the head node (`ray status` shows it). Ray's token authentication needs the "
-            f"cluster's token in this process: RAY_AUTH_MODE=token with ~/.ray/auth_token or RAY_AUTH_TOKEN"
-        ) from None
-
-
-def _check_reachable(address: str | None) -> None:
-    """Refuse at once a cluster address where nothing listens (Ray itself retries such an address for minutes)."""
-    if not address or address in ("auto", "local"):
-        return
-    rest = address.split("://", 1)[-1]
-    host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "")
-    try:
-        target = (host, int(port) if port else (10001 if address.startswith("ray://") else 6379))
-    except ValueError:
-        raise ConfigurationError(f"Ray address {address!r} must look like auto, HOST:PORT or ray://HOST:10001") \
-            from None
-    try:
-        socket.create_connection(target, timeout=5).close()
-    except OSError as err:
-        raise ConfigurationError(f"no Ray cluster answers at {target[0]}:{target[1]} (--address {address}: {err}); "
-                                 f"start one with `ray start --head --port={target[1]}` on that machine, or leave "
-                                 f"out --address for a local Ray") from None
+    return ensure_ray(address, num_cpus=num_cpus, setting="--address")
 
 
 def _shutdown_ray() -> None:

@@ -39,17 +39,24 @@ def import_ray() -> Any:
     return ray
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
-    """Connect this process to Ray unless it is connected already; returns whether this call did the connecting.
+class RayConnectionError(ConfigurationError, ConnectionError):
+    """A Ray cluster address that cannot be reached or joined; the message names the setting and how to start one."""
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None, setting: str = "Ray address") -> bool:
+    """Connect this process to Ray unless it is connected already; returns whether this call did the connecting (and
+    its caller is to shut Ray down).
 
     An initialized Ray (a notebook's own ``ray.init``, a test fixture, an earlier sweep) is reused as it is, whatever
-    ``address`` says.
+    ``address`` says. This is maze-lab's one way of starting or joining Ray (runner=ray, sweeps, notebook batches,
+    optimize).
 
     :param address: None: ``$RAY_ADDRESS`` where set (as in a job started by ``ray job submit``), else start a new
         local Ray in this process (``num_cpus`` CPUs, default all of them); ``"auto"``: join the cluster whose node
         runs on this machine (``ray start`` ran here); ``"host:6379"``: join that cluster from one of its nodes;
         ``"ray://host:10001"``: join it from outside through Ray Client.
     :param num_cpus: CPUs of a local Ray this call starts (ignored when joining a cluster).
+    :param setting: how the caller's user gave the address (``runner.address``, ``--address``), for messages.
     """
     ray = import_ray()
     if ray.is_initialized():
@@ -57,22 +64,28 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     import logging
 
     address = address or os.environ.get("RAY_ADDRESS") or None
-    if address is not None and address != "auto":
-        _check_reachable(address)
+    if address is not None and address not in ("auto", "local"):
+        _check_reachable(address, setting)
     options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
                                "log_to_driver": False}
-    if address is None:
-        # "local": a fresh instance of our own, never a cluster that happens to run on this machine (ray.init()
-        # without an address would join the last one `ray start` started here)
-        ray.init(address="local", num_cpus=num_cpus, **options)
-    elif address.startswith("ray://"):
-        ray.init(address=address)  # Ray Client: the options above would be passed on to the server's ray.init
-    else:
-        ray.init(address=address, **options)
+    try:
+        if address is None or address == "local":
+            # "local": a fresh instance of our own, never a cluster that happens to run on this machine (ray.init()
+            # without an address would join the last one `ray start` started here)
+            ray.init(address="local", num_cpus=num_cpus, **options)
+        elif address.startswith("ray://"):
+            ray.init(address=address)  # Ray Client: the options above would be passed on to the server's ray.init
+        else:
+            ray.init(address=address, **options)
+    except ConnectionError as err:
+        raise RayConnectionError(
+            f"{setting}={address!r}: cannot join the Ray cluster ({' '.join(str(err).split())}). Start it with "
+            f"`ray start --head` on the head node (`ray status` shows it); Ray's token authentication needs the "
+            f"cluster's token here too (RAY_AUTH_MODE=token with ~/.ray/auth_token or RAY_AUTH_TOKEN)") from err
     return True
 
 
-def _check_reachable(address: str) -> None:
+def _check_reachable(address: str, setting: str) -> None:
     """Refuse at once a cluster address where nothing listens (Ray itself would retry it for minutes)."""
     import socket
     from urllib.parse import urlsplit
@@ -83,15 +96,15 @@ def _check_reachable(address: str) -> None:
     except ValueError:  # a port that is not a number
         host, port = None, None
     if not host:
-        raise ConfigurationError(f"Ray address {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
+        raise RayConnectionError(f"{setting}={address!r} is not HOST:PORT, ray://HOST:PORT or auto")
     port = port or (10001 if parts.scheme == "ray" else 6379)
     try:
         socket.create_connection((host, port), timeout=5).close()
     except OSError as err:
-        raise ConfigurationError(
-            f"no Ray cluster answers at {host}:{port} (Ray address {address!r}: {err.strerror or err}); start one "
-            f"with `ray start --head --port=6379` on the head node (Ray Client, ray://: its port 10001) and "
-            f"`ray start --address=HEAD:6379` on the others, or leave out the address for a local Ray") from None
+        raise RayConnectionError(
+            f"{setting}={address!r}: no Ray cluster answers at {host}:{port} ({err.strerror or err}). Start one with "
+            f"`ray start --head --port={port}` on that machine (Ray Client, ray://: the head's port 10001) and "
+            f"`ray start --address=HEAD:6379` on the others, or leave the address out for a local Ray") from None
 
 
 def run_as_ray_tasks(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], n_jobs: int,

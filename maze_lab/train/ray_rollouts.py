@@ -20,14 +20,12 @@ from __future__ import annotations
 import copy
 import os
 import re
-import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import cloudpickle
 import numpy as np
@@ -36,6 +34,7 @@ from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, stats_value
 from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.run.ray_tasks import RayConnectionError, ensure_ray  # noqa: F401 - RayConnectionError: part of this API
 
 EnvFactory = Callable[[], Any]
 
@@ -44,63 +43,7 @@ class RayWorkerError(RuntimeError):
     """A Ray rollout worker raised (the message carries its traceback) or died (the message names it)."""
 
 
-class RayConnectionError(ConnectionError):
-    """``runner.address`` names a Ray cluster that cannot be reached."""
-
-
-# ---- starting / joining Ray -------------------------------------------------------------------------------------
-
-
-def _reachable(host: str, port: int, timeout: float = 3.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _host_port(address: str) -> tuple[str, int] | None:
-    """(host, port) of ``host:port`` or ``ray://host:port`` (None for ``auto`` and other forms)."""
-    parsed = urlparse(address if "://" in address else f"tcp://{address}")
-    if not parsed.hostname:
-        return None
-    default = 10001 if parsed.scheme == "ray" else 6379
-    return parsed.hostname, parsed.port or default
-
-
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
-    """Start a local Ray (``address`` None) or join the cluster at ``address``; an initialized Ray is reused.
-
-    Returns whether this call started (or connected) Ray, i.e. whether its owner should shut it down later.
-
-    :param address: None: a local Ray in this machine; ``"auto"``: the cluster ``ray start --head`` started on this
-        machine; ``"host:6379"``: a cluster's head node; ``"ray://host:10001"``: the Ray Client server of a cluster.
-    :param num_cpus: CPUs of a local Ray (default: the machine's).
-    """
-    import ray
-
-    if ray.is_initialized():
-        return False
-    if address:
-        target = _host_port(address) if address != "auto" else None
-        # Ray itself retries an absent address for minutes; a closed port is reported at once
-        if target is not None and not _reachable(*target):
-            raise RayConnectionError(
-                f"runner.address={address!r}: no Ray cluster answers at {target[0]}:{target[1]}. Start one with "
-                f"`ray start --head --port={target[1]}` on that machine (for ray:// addresses the head's client "
-                f"server, port 10001), or set runner.address=null to start a local Ray")
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        except ConnectionError as err:
-            raise RayConnectionError(
-                f"runner.address={address!r}: cannot join a Ray cluster ({err}). Start one with `ray start --head`, "
-                f"or set runner.address=null to start a local Ray") from err
-    else:
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if num_cpus is not None:
-            kwargs["num_cpus"] = int(num_cpus)
-        ray.init(**kwargs)
-    return True
+# ---- starting / joining Ray: maze_lab.run.ray_tasks.ensure_ray (one way for every Ray user of maze-lab) ---------
 
 
 def _plain(text: str) -> str:
@@ -528,7 +471,7 @@ def ray_rollout_generator(runner: Any, trainer_cls: type, env_factory: Callable[
     n_workers, per_worker = int(runner.n_workers), int(runner.envs_per_worker)
     spaces = None if spaces_env is None else (spaces_env.observation_spaces_dict, spaces_env.action_spaces_dict,
                                               spaces_env.agent_counts_dict)
-    started = ensure_ray(runner.get("address") or None)
+    started = ensure_ray(runner.get("address") or None, setting="runner.address")
     env = RayEnvGroup([env_factory(i) for i in range(n_workers * per_worker)], n_workers, "train", writers, spaces,
                       num_cpus_per_worker=float(runner.get("num_cpus_per_worker", 1)),
                       num_gpus_per_worker=float(runner.get("num_gpus_per_worker", 0)))
@@ -614,7 +557,7 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
     if backend == "ray":
         import ray
 
-        started = ensure_ray(address)
+        started = ensure_ray(address, setting="--address")
         try:
             task = ray.remote(num_cpus=1)(_run_job)
             refs = [task.remote(p) for p in payloads]
