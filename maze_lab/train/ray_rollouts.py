@@ -31,10 +31,10 @@ import cloudpickle
 import numpy as np
 
 from maze_lab.core.env.structured_env import StepKey
-from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, stats_value
-from maze_lab.core.log_stats.log_setup import default_writers
+from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.run.ray_tasks import RayConnectionError, ensure_ray  # noqa: F401 - RayConnectionError: part of this API
+from maze_lab.train.vector_env import EpochEpisodeStats
 
 EnvFactory = Callable[[], Any]
 
@@ -117,7 +117,7 @@ class _RolloutWorker:
 # ---- the driver side ----------------------------------------------------------------------------------------
 
 
-class RayEnvGroup:
+class RayEnvGroup(EpochEpisodeStats):
     """Stands where the training vector env would (``trainer.env``): the spaces, ``n_envs``, the ``train``
     statistics of the episodes the Ray workers finished, ``call`` on all envs, and ``close`` of the actors.
 
@@ -139,10 +139,7 @@ class RayEnvGroup:
         self.n_workers = n_workers
         self.envs_per_worker = len(self.factories) // n_workers
         self.n_envs = len(self.factories)
-        self.logging_prefix = logging_prefix
-        self._writers = list(writers) if writers is not None else None
-        self.epoch_aggregator = EpochStatsAggregator()
-        self.epoch = 0
+        super().__init__(logging_prefix, writers)
         self.num_cpus_per_worker = num_cpus_per_worker
         self.num_gpus_per_worker = num_gpus_per_worker
         if spaces is None:
@@ -157,42 +154,6 @@ class RayEnvGroup:
         self._broken = False
         self.owns_ray = False
         """Whether :meth:`close` shuts Ray down (the run started it)."""
-
-    # ---- statistics (as a vector env) ---------------------------------------------------------------------
-    @property
-    def writers(self) -> list[LogStatsWriter]:
-        """The given writers, or the process-wide defaults."""
-        return self._writers if self._writers is not None else default_writers()
-
-    @writers.setter
-    def writers(self, writers: list[LogStatsWriter]) -> None:
-        self._writers = list(writers)
-
-    def add(self, episodes: list[LogStats]) -> None:
-        """Add the statistics of episodes a worker finished."""
-        for episode in episodes:
-            self.epoch_aggregator.add_episode(episode)
-
-    @property
-    def n_finished_episodes(self) -> int:
-        """Episodes added since the last :meth:`write_epoch_stats`."""
-        return self.epoch_aggregator.n_episodes
-
-    def write_epoch_stats(self, epoch: int | None = None) -> LogStats:
-        """Reduce the episodes finished since the last call and send them to the writers."""
-        stats = self.epoch_aggregator.reduce()
-        self.epoch = self.epoch + 1 if epoch is None else epoch
-        for w in self.writers:
-            w.write(self.logging_prefix, self.epoch, stats)
-        return stats
-
-    def get_stats(self) -> LogStats:
-        """The last written epoch statistics."""
-        return self.epoch_aggregator.last_stats
-
-    def get_stats_value(self, event: Any, name: str | None = None, group: tuple | None = None) -> Any:
-        """One statistic of the last written epoch."""
-        return stats_value(self.get_stats(), event, name, group)
 
     def __len__(self) -> int:
         return self.n_envs

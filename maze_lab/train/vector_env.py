@@ -64,7 +64,63 @@ class VectorEnvCallError(RuntimeError):
     """A method called on the envs of a worker raised; the envs and workers are unaffected."""
 
 
-class VectorEnv(ABC):
+class EpochEpisodeStats:
+    """The statistics of finished episodes, reduced and written once per epoch under a prefix: what a vector env
+    does with its envs' episodes, and what a trainer whose envs live in its own workers (ES, IMPALA, Ray actors) does
+    with the episodes the workers send (:meth:`add`).
+
+    :param logging_prefix: prefix of the statistics (``train``, ``eval``).
+    :param writers: writers that receive the epoch statistics (default: the process-wide ones of ``setup_logging``).
+    """
+
+    def __init__(self, logging_prefix: str | None = None, writers: list[LogStatsWriter] | None = None):
+        self.logging_prefix = logging_prefix
+        self._writers: list[LogStatsWriter] | None = list(writers) if writers is not None else None
+        self.epoch_aggregator = EpochStatsAggregator()
+        self.epoch = 0
+
+    @property
+    def writers(self) -> list[LogStatsWriter]:
+        """The given writers, or the process-wide defaults of ``setup_logging`` where none were given."""
+        return self._writers if self._writers is not None else default_writers()
+
+    @writers.setter
+    def writers(self, writers: list[LogStatsWriter]) -> None:
+        self._writers = list(writers)
+
+    def add(self, episodes: Sequence[LogStats]) -> None:
+        """Add the statistics of finished episodes (as a worker sent them)."""
+        for episode in episodes:
+            self.epoch_aggregator.add_episode(episode)
+
+    def _collect_episodes(self) -> None:
+        """Hook: bring the episodes finished elsewhere into ``epoch_aggregator`` (subprocess envs override)."""
+
+    def write_epoch_stats(self, epoch: int | None = None) -> LogStats:
+        """Reduce the episodes finished since the last call and send them to the writers."""
+        self._collect_episodes()
+        stats = self.epoch_aggregator.reduce()
+        self.epoch = self.epoch + 1 if epoch is None else epoch
+        for w in self.writers:
+            w.write(self.logging_prefix, self.epoch, stats)
+        return stats
+
+    def get_stats(self) -> LogStats:
+        """The last written epoch statistics."""
+        return self.epoch_aggregator.last_stats
+
+    def get_stats_value(self, event: Any, name: str | None = None, group: tuple | None = None) -> Any:
+        """One statistic of the last written epoch."""
+        return stats_value(self.get_stats(), event, name, group)
+
+    @property
+    def n_finished_episodes(self) -> int:
+        """Episodes finished since the last ``write_epoch_stats``."""
+        self._collect_episodes()
+        return self.epoch_aggregator.n_episodes
+
+
+class VectorEnv(EpochEpisodeStats, ABC):
     """Common interface and statistics handling of vector envs.
 
     :param logging_prefix: prefix of this vector env's statistics (``train``, ``eval``).
@@ -72,11 +128,8 @@ class VectorEnv(ABC):
     """
 
     def __init__(self, n_envs: int, logging_prefix: str | None = None, writers: list[LogStatsWriter] | None = None):
+        super().__init__(logging_prefix, writers)
         self.n_envs = n_envs
-        self.logging_prefix = logging_prefix
-        self._writers: list[LogStatsWriter] | None = list(writers) if writers is not None else None
-        self.epoch_aggregator = EpochStatsAggregator()
-        self.epoch = 0
         self._base_seed: int | None = None
 
     # spaces and structure, taken from the first env
@@ -105,15 +158,6 @@ class VectorEnv(ABC):
     def close(self) -> None:
         """Close all envs (and stop worker processes)."""
 
-    @property
-    def writers(self) -> list[LogStatsWriter]:
-        """This env's writers, or the process-wide defaults of ``setup_logging`` where none were given."""
-        return self._writers if self._writers is not None else default_writers()
-
-    @writers.setter
-    def writers(self, writers: list[LogStatsWriter]) -> None:
-        self._writers = list(writers)
-
     def seed(self, seed: int | None) -> None:
         """Env i is reset with ``seed + i`` at the next reset."""
         self._base_seed = seed
@@ -121,32 +165,6 @@ class VectorEnv(ABC):
     def _seeds(self) -> list[int | None]:
         base, self._base_seed = self._base_seed, None
         return [None if base is None else base + i for i in range(self.n_envs)]
-
-    def write_epoch_stats(self, epoch: int | None = None) -> LogStats:
-        """Reduce the episodes finished since the last call and send them to the writers."""
-        self._collect_episodes()
-        stats = self.epoch_aggregator.reduce()
-        self.epoch = self.epoch + 1 if epoch is None else epoch
-        for w in self.writers:
-            w.write(self.logging_prefix, self.epoch, stats)
-        return stats
-
-    def _collect_episodes(self) -> None:
-        """Bring episode statistics of all envs into ``epoch_aggregator`` (subprocess envs override)."""
-
-    def get_stats(self) -> LogStats:
-        """The last written epoch statistics."""
-        return self.epoch_aggregator.last_stats
-
-    def get_stats_value(self, event: Any, name: str | None = None, group: tuple | None = None) -> Any:
-        """One statistic of the last written epoch."""
-        return stats_value(self.get_stats(), event, name, group)
-
-    @property
-    def n_finished_episodes(self) -> int:
-        """Episodes finished since the last ``write_epoch_stats``."""
-        self._collect_episodes()
-        return self.epoch_aggregator.n_episodes
 
     def __enter__(self) -> VectorEnv:
         return self
@@ -300,6 +318,21 @@ def pop_episode_stats(envs: list[LogStatsWrapper]) -> list[LogStats]:
     return out
 
 
+def how_it_ended(proc: Any, timeout: float = 5.0) -> str | None:
+    """How a worker process whose pipe broke ended: ``signal 9 (SIGKILL)`` or ``exit code 1`` (None: still running
+    after ``timeout`` seconds). The pipe breaks as the process ends; the join gives its exit status time to arrive."""
+    proc.join(timeout=timeout)
+    code = proc.exitcode
+    if code is None:
+        return None
+    if code < 0:
+        try:
+            return f"signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
 class SubprocVectorEnv(VectorEnv):
     """Each group of envs in its own worker process (one env per process by default).
 
@@ -342,19 +375,9 @@ class SubprocVectorEnv(VectorEnv):
     def _died(self, index: int) -> VectorEnvWorkerError:
         """The error for a worker whose pipe broke: how it ended (signal or exit code), after shutting down."""
         proc = self.processes[index] if index < len(self.processes) else None
-        if proc is not None:
-            proc.join(timeout=5.0)  # the pipe breaks as the process ends; give the exit status time to arrive
+        how = how_it_ended(proc) if proc is not None else None
         self.close()
-        code = None if proc is None else proc.exitcode
-        if code is not None and code < 0:
-            try:
-                how = f"signal {-code} ({signal.Signals(-code).name})"
-            except ValueError:
-                how = f"signal {-code}"
-        elif code is not None:
-            how = f"exit code {code}"
-        else:
-            how = "it stopped answering"
+        how = how or "it stopped answering"
         pid = None if proc is None else proc.pid
         return VectorEnvWorkerError(f"vector env worker {index} (pid {pid}) died: {how}, without reporting an "
                                     f"error (killed from outside, or out of memory?); all workers were shut down")

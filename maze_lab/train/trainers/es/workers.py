@@ -24,7 +24,7 @@ import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.train.vector_env import pop_episode_stats
+from maze_lab.train.vector_env import how_it_ended, pop_episode_stats
 
 
 class ESWorkerError(RuntimeError):
@@ -318,18 +318,9 @@ class ESWorkers:
     def _died(self, index: int) -> ESWorkerError:
         """The error for a worker whose pipe broke: how it ended (signal or exit code); shuts the others down."""
         proc = self.processes[index]
-        proc.join(timeout=5.0)  # the pipe breaks as the process ends; give its exit status time to arrive
+        how = how_it_ended(proc)
         self.close()
-        code = proc.exitcode
-        if code is not None and code < 0:
-            try:
-                how = f"killed by signal {-code} ({signal.Signals(-code).name})"
-            except ValueError:
-                how = f"killed by signal {-code}"
-        elif code is not None:
-            how = f"exited with code {code}"
-        else:
-            how = "stopped answering"
+        how = f"killed by {how}" if how and how.startswith("signal") else how or "it stopped answering"
         return ESWorkerError(f"ES worker {index} (pid {proc.pid}) died: {how}, without reporting an error (killed "
                              "from outside, or out of memory?); all workers were shut down")
 

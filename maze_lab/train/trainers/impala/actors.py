@@ -29,6 +29,7 @@ import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
+from maze_lab.train.vector_env import how_it_ended
 
 
 class ImpalaActorError(RuntimeError):
@@ -220,18 +221,7 @@ class ActorPool:
                     self.close()
                     raise ImpalaActorError(f"{name} raised; the actors were shut down. The actor's traceback:\n"
                                            f"{data}")
-        proc = self.processes[p]
-        proc.join(timeout=5.0)  # the pipe ends as the process does; give the exit status time to arrive
-        code = proc.exitcode
-        if code is not None and code < 0:
-            try:
-                how = f"signal {-code} ({signal.Signals(-code).name})"
-            except ValueError:
-                how = f"signal {-code}"
-        elif code is not None:
-            how = f"exit code {code}"
-        else:
-            how = "its pipe closed"
+        how = how_it_ended(self.processes[p]) or "its pipe closed"
         name = self.describe(p)
         self.close()
         raise ImpalaActorError(f"{name} died: {how}, without reporting an error (killed from outside, or out of "
