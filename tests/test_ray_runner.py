@@ -236,7 +236,7 @@ def test_address_without_ray_gives_a_clear_error(tmp_path: Path):
 def test_runner_ray_refuses_other_algorithms_and_bad_settings():
     from maze_lab.run.run_context import RunContext
 
-    with pytest.raises(ConfigurationError, match="runner=ray rolls out A2C and PPO"):
+    with pytest.raises(ConfigurationError, match=r"runner=ray runs A2C, PPO and ES .*IMPALA, SAC and BC are not "):
         RunContext(algorithm="sac", runner="ray", overrides={"env.name": "Pendulum-v1"})
     with pytest.raises(ConfigurationError, match=r"runner.n_workers must be an int >= 1, got 0"):
         RunContext(algorithm="ppo", runner="ray", overrides={"runner.n_workers": 0})

@@ -517,7 +517,18 @@ class _Run:
             writers=writers)
         evaluator = RolloutEvaluator(eval_env, n_episodes=algorithm.eval_repeats,
                                      deterministic=algorithm.deterministic_eval)
-        if runner.vector_env == "ray":
+        if runner.vector_env == "ray" and getattr(trainer_cls, "supports_ray_workers", False):
+            # ES with its workers as Ray actors (one env each, runner.n_workers of them), started at the first
+            # train() on the Ray runner.address says; trainer.close() shuts down a Ray it started
+            trainer = trainer_cls(algorithm, self._model(eval_env),
+                                  env_factories=[self.env_factory(i, "train") for i in range(int(runner.n_workers))],
+                                  evaluator=evaluator, writers=writers,
+                                  checkpoint_dir=self.run_directory.checkpoint_dir,
+                                  workers="ray", ray_address=runner.get("address") or None,
+                                  num_cpus_per_worker=float(runner.get("num_cpus_per_worker", 1)),
+                                  num_gpus_per_worker=float(runner.get("num_gpus_per_worker", 0)))
+            self.train_env = trainer.env
+        elif runner.vector_env == "ray":
             # A2C/PPO rollouts in Ray actors (maze_lab.train.ray_rollouts: starts or joins Ray as runner.address
             # says); the evaluation env gives the model its spaces
             from maze_lab.train.ray_rollouts import ray_rollout_generator

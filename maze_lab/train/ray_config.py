@@ -6,8 +6,8 @@ from typing import Any
 
 from maze_lab.core.utils.factory import ConfigurationError
 
-RAY_ALGORITHMS = ("PPOAlgorithmConfig", "A2CAlgorithmConfig")
-"""The algorithm configs whose trainers take a Ray rollout generator (A2C and PPO)."""
+RAY_ALGORITHMS = ("PPOAlgorithmConfig", "A2CAlgorithmConfig", "ESAlgorithmConfig")
+"""The algorithm configs that run on Ray: A2C and PPO (a Ray rollout generator), ES (its workers as Ray actors)."""
 
 
 def validate_ray_runner(runner: Any, algorithm: Any) -> None:
@@ -18,8 +18,9 @@ def validate_ray_runner(runner: Any, algorithm: Any) -> None:
     """
     name = type(algorithm).__name__
     if name not in RAY_ALGORITHMS:
-        raise ConfigurationError(f"runner=ray rolls out A2C and PPO (algorithm=a2c / algorithm=ppo); {name} runs its "
-                                 f"envs its own way: use runner=dev or runner=local with it")
+        raise ConfigurationError(f"runner=ray runs A2C, PPO and ES (algorithm=a2c / ppo / es) on Ray; {name} runs "
+                                 f"its envs its own way (IMPALA, SAC and BC are not available on Ray): use runner=dev "
+                                 f"or runner=local with it")
     for key in ("n_workers", "envs_per_worker"):
         value = runner.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -65,7 +65,7 @@ def es_gradient(weights: np.ndarray, noise: np.ndarray) -> np.ndarray:
 
 
 class ES(Trainer):
-    """OpenAI-style evolution strategies with worker processes on this machine.
+    """OpenAI-style evolution strategies with worker processes on this machine, or Ray actors (``workers="ray"``).
 
     :param algorithm_config: the algorithm parameters.
     :param model: a TorchPolicy, or a TorchActorCritic whose policy is trained (its critic is not used).
@@ -77,20 +77,37 @@ class ES(Trainer):
         process-wide writers).
     :param checkpoint_dir: where ``state_dict_last.pt`` and ``state_dict_best.pt`` are written; None for no files.
     :param start_method: multiprocessing start method of the workers (``spawn`` is safe in kernels with threads).
+    :param workers: ``"processes"`` (worker processes on this machine) or ``"ray"`` (Ray actors, see
+        :mod:`maze_lab.train.trainers.es.ray_workers`; same weights as the processes for the same seed and number of
+        workers).
+    :param ray_address: with ``workers="ray"``: where Ray runs (None: a local Ray, or the one already initialized;
+        ``"auto"``, ``"host:6379"``, ``"ray://host:10001"``: a cluster), see ``maze_lab.run.ray_tasks.ensure_ray``.
+    :param num_cpus_per_worker: with ``workers="ray"``: CPUs Ray reserves for each actor.
+    :param num_gpus_per_worker: with ``workers="ray"``: GPUs Ray reserves for each actor.
     """
 
     events = ESEvents
     uses_env_factories = True
     """The run layer hands this trainer env factories (it runs its envs in its own processes)."""
+    supports_ray_workers = True
+    """With ``runner=ray`` the run layer builds this trainer with ``workers="ray"`` (its workers as Ray actors)."""
 
     def __init__(self, algorithm_config: ESAlgorithmConfig, model: Any, env_factories: Sequence[Any],
                  evaluator: Any = None, model_selection: BestModelSelection | None = None,
                  writers: list[LogStatsWriter] | None = None, checkpoint_dir: str | Path | None = None,
-                 start_method: str = "spawn"):
+                 start_method: str = "spawn", workers: str = "processes", ray_address: str | None = None,
+                 num_cpus_per_worker: float = 1, num_gpus_per_worker: float = 0):
+        if workers not in ("processes", "ray"):
+            raise ValueError(f"ES workers must be 'processes' or 'ray', got {workers!r}")
         if not env_factories:
             raise ValueError("ES needs env_factories: one env factory per worker process, e.g. [make_env] * 2")
         self.env_factories = list(env_factories)
         self.start_method = start_method
+        self.worker_backend = workers
+        self.ray_address = ray_address
+        self.num_cpus_per_worker, self.num_gpus_per_worker = float(num_cpus_per_worker), float(num_gpus_per_worker)
+        self._owns_ray = False
+        """Whether this trainer started Ray (then :meth:`close` shuts it down)."""
         self.env = WorkerEpisodeStats("train", writers)
         super().__init__(algorithm_config, model, evaluator, model_selection, writers, checkpoint_dir)
         cfg = self.config
@@ -104,7 +121,8 @@ class ES(Trainer):
         self.optimizer = torch.optim.Adam([self.flat], lr=cfg.step_size, betas=(0.9, 0.999), eps=1e-8)
         self.noise_table_seed = int(cfg.seed) if cfg.seed is not None else secrets.randbelow(2 ** 31)
         self.noise_table: NoiseTable | None = None
-        self.workers: ESWorkers | None = None
+        self.workers: Any = None
+        """ESWorkers (local processes) or ESRayWorkers (Ray actors), from the first train() on."""
         self._normalization_statistics: Any = None
         """The training envs' observation normalization statistics (checkpoint form), as last read or loaded."""
 
@@ -113,7 +131,18 @@ class ES(Trainer):
         cfg = self.config
         if self.noise_table is None or self.noise_table.seed != self.noise_table_seed:
             self.noise_table = NoiseTable(self.noise_table_seed, cfg.shared_noise_table_size)
-        if self.workers is None:
+        if self.workers is None and self.worker_backend == "ray":
+            from maze_lab.run.ray_tasks import ensure_ray
+            from maze_lab.train.trainers.es.ray_workers import ESRayWorkers
+
+            self._owns_ray = ensure_ray(self.ray_address, setting="runner.address") or self._owns_ray
+            self.workers = ESRayWorkers(self.env_factories, self.policy, self.noise_table_seed,
+                                        cfg.shared_noise_table_size, cfg.noise_stddev, cfg.max_steps,
+                                        cfg.deterministic_rollouts,
+                                        _to_numpy(self._normalization_statistics) if self._normalization_statistics
+                                        else None, self.num_cpus_per_worker, self.num_gpus_per_worker,
+                                        owns_ray=self._owns_ray)
+        elif self.workers is None:
             self.workers = ESWorkers(self.env_factories, self.policy, self.noise_table_seed,
                                      cfg.shared_noise_table_size, cfg.noise_stddev, cfg.max_steps,
                                      cfg.deterministic_rollouts, self.start_method,
@@ -121,7 +150,17 @@ class ES(Trainer):
                                      else None)
 
     def close(self) -> None:
-        """Stop the worker processes (they flush their env's event logs first); idempotent."""
+        """Stop the workers (they flush their env's event logs first) and shut down a Ray this trainer started;
+        idempotent."""
+        self._stop_workers()
+        if self._owns_ray:
+            import ray
+
+            self._owns_ray = False
+            ray.shutdown()
+
+    def _stop_workers(self) -> None:
+        """Stop the workers (the next train() starts fresh ones); Ray, where used, keeps running."""
         workers, self.workers = self.workers, None
         if workers is not None:
             workers.close()
@@ -213,7 +252,7 @@ class ES(Trainer):
             try:
                 round_results = self.workers.evaluate(theta, tasks)
             except BaseException:
-                self.close()  # the workers are shut down; the next train() starts fresh ones
+                self._stop_workers()  # the workers are shut down; the next train() starts fresh ones
                 raise
             offsets += [t.offset for t in tasks]
             results += round_results
@@ -244,9 +283,9 @@ class ES(Trainer):
         if state.get("normalization_statistics"):
             # the workers' envs start with the checkpoint's statistics instead of estimating their own
             self._normalization_statistics = state["normalization_statistics"]
-            self.close()
+            self._stop_workers()
         if not weights_only and state.get("noise_table_seed") is not None:
             seed = int(state["noise_table_seed"])
             if seed != self.noise_table_seed:
                 self.noise_table_seed = seed
-                self.close()  # workers hold a table of the old seed: fresh ones start with the next train()
+                self._stop_workers()  # workers hold a table of the old seed: fresh ones start with the next train()

@@ -1,0 +1,272 @@
+"""The workers of evolution strategies as Ray actors (``algorithm=es runner=ray``): the same work as the local
+worker processes of :mod:`maze_lab.train.trainers.es.workers`, on a local Ray or a cluster.
+
+Each actor builds its env from a cloudpickled factory, keeps a CPU copy of the policy and builds the noise table
+from its seed. Per update the driver puts theta into Ray's object store once (``ray.put``) and hands every actor the
+same reference; then the pair tasks (noise offset, env seed) go to whichever actor is free. A task's result depends
+only on its seeds and theta, and the results are put back in task order, so the update equals the one of the local
+worker processes with the same seed and number of workers.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from maze_lab.train.ray_rollouts import RayWorkerError, _plain
+from maze_lab.train.trainers.es.workers import (
+    ESWorkerError,
+    PairResult,
+    PairTask,
+    _WorkerSpec,
+    play_episode,
+    set_flat_parameters,
+)
+
+
+class ESRayWorkerError(ESWorkerError, RayWorkerError):
+    """An ES Ray worker raised (the message carries its traceback) or died (the message names it); all ES actors
+    were shut down."""
+
+
+class _ESActor:
+    """The body of an ES Ray actor: one env, a CPU copy of the policy and the noise table."""
+
+    def __init__(self, index: int, payload: bytes):
+        import torch
+
+        from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+        from maze_lab.train.trainers.es.noise_table import NoiseTable
+
+        torch.set_num_threads(1)  # one core per actor: intra-op threads would only contend with the other actors
+        self.index = index
+        spec: _WorkerSpec = cloudpickle.loads(payload)
+        env = spec.env_factory()
+        if not isinstance(env, LogStatsWrapper):
+            env = LogStatsWrapper.wrap(env)
+        if spec.normalization_statistics:
+            env.set_normalization_statistics(spec.normalization_statistics)
+        self.env, self.spec = env, spec
+        self.policy = spec.policy
+        self.policy.eval()
+        self.params = list(self.policy.parameters())
+        self.dim = sum(p.numel() for p in self.params)
+        self.table = NoiseTable(spec.noise_table_seed, spec.noise_table_size)
+        self.table.check_fits(self.dim)
+        self.theta: np.ndarray | None = None
+
+    def pid(self) -> int:
+        """The actor's process id (named in errors)."""
+        return os.getpid()
+
+    def set_theta(self, theta: np.ndarray) -> None:
+        """Keep the update's parameters (Ray resolves the driver's one object-store reference to them)."""
+        theta = np.asarray(theta, dtype=np.float32)
+        if theta.shape != (self.dim,):
+            raise ValueError(f"the driver sent {theta.shape} parameters; this worker's policy has {self.dim}")
+        self.theta = theta
+
+    def pair(self, task: PairTask) -> PairResult:
+        """Play the antithetic pair of ``task`` (theta + sigma * eps, then theta - sigma * eps)."""
+        import torch
+
+        from maze_lab.train.vector_env import pop_episode_stats
+
+        if self.theta is None:
+            raise RuntimeError("a task arrived before the parameters of its update")
+        eps = self.table.get(task.offset, self.dim)
+        returns, lengths = [], []
+        with torch.no_grad():
+            for sign in (1.0, -1.0):
+                set_flat_parameters(self.params, torch.from_numpy(self.theta + sign * self.spec.noise_stddev * eps))
+                ret, length = play_episode(self.env, self.policy, task.env_seed, self.spec.max_steps,
+                                           self.spec.deterministic)
+                returns.append(ret)
+                lengths.append(length)
+        return PairResult(task.index, (returns[0], returns[1]), (lengths[0], lengths[1]),
+                          pop_episode_stats([self.env]))
+
+    def normalization(self) -> Any:
+        """The env's observation normalization statistics (None where it does not normalize)."""
+        getter = getattr(self.env, "get_normalization_statistics", None)
+        return getter() if getter is not None else None
+
+    def close(self) -> None:
+        """Flush the env's event logs and close it."""
+        for name in ("flush_event_logs", "close"):
+            try:
+                getattr(self.env, name, lambda: None)()
+            except Exception:  # noqa: BLE001 - a failing close must not hide the others' work
+                traceback.print_exc()
+
+
+class ESRayWorkers:
+    """ES workers as Ray actors, one per env factory; the methods the ES trainer calls on
+    :class:`~maze_lab.train.trainers.es.workers.ESWorkers` (``len``, ``evaluate``, ``normalization_statistics``,
+    ``close``). Ray must be initialized (the trainer calls ``ensure_ray``).
+
+    :param env_factories: one factory per actor (cloudpickled: lambdas and notebook functions work).
+    :param policy: the policy; each actor gets a CPU copy.
+    :param noise_table_seed: seed of the noise table every actor builds.
+    :param noise_table_size: floats in that table.
+    :param noise_stddev: sigma, the scale of the perturbations.
+    :param max_steps: cut episodes after this many agent actions (0: never).
+    :param deterministic: act with the most likely action in the episodes.
+    :param normalization_statistics: observation normalization statistics every env gets (None: the envs' own).
+    :param num_cpus_per_worker: CPUs Ray reserves for each actor.
+    :param num_gpus_per_worker: GPUs Ray reserves for each actor (the policy still acts on the actor's CPU).
+    :param owns_ray: whether Ray was started for this run (a local Ray never grows: too few CPUs is an error).
+    """
+
+    def __init__(self, env_factories: Sequence[Callable[[], Any]], policy: Any, noise_table_seed: int,
+                 noise_table_size: int, noise_stddev: float, max_steps: int = 0, deterministic: bool = True,
+                 normalization_statistics: Any = None, num_cpus_per_worker: float = 1,
+                 num_gpus_per_worker: float = 0, owns_ray: bool = False):
+        import ray
+
+        if not env_factories:
+            raise ValueError("ES needs at least one env factory (one per Ray worker)")
+        n = len(env_factories)
+        need, have = n * num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
+        if need > have:
+            message = (f"ES on Ray: {n} workers x {num_cpus_per_worker:g} CPUs need {need:g} CPUs; the Ray cluster "
+                       f"has {have:g}. Lower runner.n_workers or runner.num_cpus_per_worker")
+            if owns_ray:
+                raise RuntimeError(message)
+            print(f"maze-lab: WARNING {message}, or add nodes (the workers wait until the cluster has room)",
+                  file=sys.stderr, flush=True)
+        cpu_policy = copy.deepcopy(policy)
+        cpu_policy.to("cpu")
+        remote_cls = ray.remote(num_cpus=num_cpus_per_worker, num_gpus=num_gpus_per_worker,
+                                max_restarts=0)(_ESActor)
+        self.n_workers = n
+        self.actors: list[Any] = []
+        self.pids: list[int | None] = []
+        self._closed = False
+        self._lock = threading.Lock()  # one exchange at a time (a checkpoint may be written from another thread)
+        try:
+            for index, factory in enumerate(env_factories):
+                payload = cloudpickle.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
+                                                        int(noise_table_size), float(noise_stddev), int(max_steps),
+                                                        bool(deterministic), normalization_statistics))
+                self.actors.append(remote_cls.remote(index, payload))
+            self.pids = [None] * n
+            for index, actor in enumerate(self.actors):
+                self.pids[index] = self._get(index, actor.pid.remote(), "starting")
+        except BaseException:
+            self.close()
+            raise
+
+    def __len__(self) -> int:
+        return self.n_workers
+
+    def evaluate(self, theta: np.ndarray, tasks: Sequence[PairTask]) -> list[PairResult]:
+        """Play the pairs of ``tasks`` with the parameters ``theta``; results in the order of the tasks. Any failure
+        shuts all actors down."""
+        import ray
+
+        if self._closed:
+            raise RuntimeError("these ES Ray workers are closed (after close() or a worker failure)")
+        position = {task.index: i for i, task in enumerate(tasks)}
+        results: list[PairResult | None] = [None] * len(tasks)
+        with self._lock:
+            try:
+                theta_ref = ray.put(np.ascontiguousarray(theta, dtype=np.float32))  # once: every actor reads it
+                setup = {actor.set_theta.remote(theta_ref): w for w, actor in enumerate(self.actors)}
+                pending = list(tasks)[::-1]
+                busy: dict[Any, int] = {}
+                for w, actor in enumerate(self.actors):
+                    if not pending:
+                        break
+                    # an actor runs its calls in the order they were made: set_theta comes before the pair
+                    busy[actor.pair.remote(pending.pop())] = w
+                for ref, w in setup.items():
+                    self._get(w, ref, "receiving the parameters")
+                while busy:
+                    ready, _ = ray.wait(list(busy), num_returns=1)
+                    w = busy.pop(ready[0])
+                    result: PairResult = self._get(w, ready[0], "playing a pair of episodes")
+                    results[position[result.index]] = result
+                    if pending:
+                        busy[self.actors[w].pair.remote(pending.pop())] = w
+            except BaseException:
+                self.close()
+                raise
+        return [r for r in results if r is not None]
+
+    def normalization_statistics(self) -> Any:
+        """The observation normalization statistics of actor 0's env (all are alike); None where it does not
+        normalize observations."""
+        if self._closed:
+            raise RuntimeError("these ES Ray workers are closed (after close() or a worker failure)")
+        with self._lock:
+            try:
+                return self._get(0, self.actors[0].normalization.remote(), "reading normalization statistics")
+            except BaseException:
+                self.close()
+                raise
+
+    def _get(self, index: int, ref: Any, during: str) -> Any:
+        """``ray.get`` of actor ``index``'s reference; its exception or death becomes an ESRayWorkerError naming it
+        (after all actors were shut down)."""
+        import ray
+
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayActorError as err:
+            pid = self.pids[index] if index < len(self.pids) else None
+            self.close()
+            text = str(err)
+            if "creation task" in text:  # the actor's __init__ (building the env or the noise table) raised
+                raise ESRayWorkerError(f"ES Ray worker {index} failed to start (building its env, policy or noise "
+                                       f"table raised); all ES Ray workers were shut down. The worker's traceback:\n"
+                                       f"{_plain(text)}") from err
+            raise ESRayWorkerError(
+                f"ES Ray worker {index} (pid {pid}) died while {during}: its process ended without reporting an "
+                f"error (killed from outside, out of memory, or its node went away); all ES Ray workers were shut "
+                f"down. The last checkpoint stays as it was. Ray said: {' '.join(text.split())[:400]}") from None
+        except ray.exceptions.RayTaskError as err:
+            pid = self.pids[index] if index < len(self.pids) else None
+            self.close()
+            raise ESRayWorkerError(f"ES Ray worker {index} (pid {pid}) raised while {during}; all ES Ray workers were "
+                                   f"shut down. The worker's traceback:\n{_plain(str(err))}") from err
+
+    def close(self) -> None:
+        """Stop the actors (those that still answer flush and close their env first); idempotent. Ray itself is
+        left running: the trainer shuts down a Ray it started."""
+        if self._closed:
+            return
+        self._closed = True
+        actors, self.actors = self.actors, []
+        if not actors:
+            return
+        import ray
+
+        if not ray.is_initialized():
+            return  # Ray was shut down already: the actors went with it
+        refs = [a.close.remote() for a in actors]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=30.0)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except Exception:  # noqa: BLE001 - a dead or failed actor cannot flush; the others did
+                pass
+        for actor in actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
