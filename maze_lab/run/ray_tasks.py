@@ -85,6 +85,22 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, setting:
     return True
 
 
+def stop_ray_actors(actors: Sequence[Any], timeout: float = 30.0) -> None:
+    """Ask each actor to close (``actor.close.remote()``: flush and close its envs), wait up to ``timeout`` seconds
+    for those that still answer, then kill them all. A dead or failing actor cannot flush; the others still do."""
+    ray = import_ray()
+    if not actors or not ray.is_initialized():
+        return  # nothing started, or Ray was shut down already and the actors went with it
+    refs = [a.close.remote() for a in actors]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    for ref in ready:
+        with contextlib.suppress(Exception):
+            ray.get(ref)
+    for actor in actors:
+        with contextlib.suppress(Exception):  # already gone
+            ray.kill(actor)
+
+
 def _check_reachable(address: str, setting: str) -> None:
     """Refuse at once a cluster address where nothing listens (Ray itself would retry it for minutes)."""
     import socket

@@ -33,7 +33,9 @@ import numpy as np
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
-from maze_lab.run.ray_tasks import RayConnectionError, ensure_ray  # noqa: F401 - RayConnectionError: part of this API
+
+# RayConnectionError is raised through this module's API (runner.address): imported for its callers too
+from maze_lab.run.ray_tasks import RayConnectionError, ensure_ray, stop_ray_actors  # noqa: F401
 from maze_lab.train.vector_env import EpochEpisodeStats
 
 EnvFactory = Callable[[], Any]
@@ -254,22 +256,7 @@ class RayEnvGroup(EpochEpisodeStats):
     def _stop_actors(self) -> None:
         """Stop the actors: those that still answer flush their envs' event logs and close them first."""
         actors, self.actors = self.actors, []
-        if not actors:
-            return
-        import ray
-
-        refs = [a.close.remote() for a in actors]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=30.0)
-        for ref in ready:
-            try:
-                ray.get(ref)
-            except Exception:  # noqa: BLE001 - a dead or failed worker cannot flush; the others did
-                pass
-        for actor in actors:
-            try:
-                ray.kill(actor)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+        stop_ray_actors(actors)
 
     def close(self) -> None:
         """Stop the actors (their envs flush their event logs first) and shut down a Ray that this run started

@@ -21,6 +21,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from maze_lab.run.ray_tasks import stop_ray_actors
 from maze_lab.train.ray_rollouts import RayWorkerError, _plain
 from maze_lab.train.trainers.es.workers import (
     ESWorkerError,
@@ -246,24 +247,7 @@ class ESRayWorkers:
             return
         self._closed = True
         actors, self.actors = self.actors, []
-        if not actors:
-            return
-        import ray
-
-        if not ray.is_initialized():
-            return  # Ray was shut down already: the actors went with it
-        refs = [a.close.remote() for a in actors]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=30.0)
-        for ref in ready:
-            try:
-                ray.get(ref)
-            except Exception:  # noqa: BLE001 - a dead or failed actor cannot flush; the others did
-                pass
-        for actor in actors:
-            try:
-                ray.kill(actor)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+        stop_ray_actors(actors)
 
     def __del__(self) -> None:
         try:
