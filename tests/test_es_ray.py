@@ -34,15 +34,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 CARTPOLE = functools.partial(GymMazeEnv, "CartPole-v1", render_mode=None)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_instance():
-    """One local Ray for the whole module (starting one takes 5-25 s on a loaded machine)."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
+pytestmark = pytest.mark.usefixtures("local_ray")  # one local Ray for the module (tests/conftest.py)
 
 
 @pytest.fixture(autouse=True)

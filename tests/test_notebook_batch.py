@@ -4,7 +4,6 @@ into its own run directory with the numbers of a single run, listed together by 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,18 +50,6 @@ def single_runs(notebook: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
     """The reference: one plain `run_notebook` per seed."""
     base = tmp_path_factory.mktemp("single")
     return {seed: run_notebook(notebook, {"seed": seed}, log_base_dir=base)[0] for seed in SEEDS}
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    """One local Ray for this module (maze-lab's own start reuses it)."""
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 def _numbers(run_dir: Path | str) -> dict:
@@ -136,6 +123,6 @@ def test_the_cli_batch_in_two_local_processes_marks_a_failing_combination_and_fi
 
 
 def test_a_batch_as_ray_tasks_gives_the_single_runs_numbers(notebook: Path, single_runs: dict[int, Path],
-                                                            tmp_path: Path, local_ray: None) -> None:
+                                                            tmp_path: Path, local_ray: object) -> None:
     table = run_notebook_batch(notebook, {"seed": list(SEEDS)}, n_jobs=2, backend="ray", log_base_dir=tmp_path)
     _check_batch(table, single_runs)

@@ -197,19 +197,6 @@ def test_unreachable_cluster_is_refused_before_anything_is_written(tmp_path: Pat
     assert not (tmp_path / "out").exists()
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> object:
-    """One local Ray for the module (maze-lab reuses an initialised Ray)."""
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def test_trial_as_ray_task(tmp_path: Path, local_ray: object) -> None:
     """A trial run as a Ray task (another process) reports its per-epoch rewards to the driver's study."""
     space = _tiny_space({"type": "none"}, n_epochs=2)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,17 +19,6 @@ TINY = {"n_epochs": 1, "algorithm.epoch_length": 2, "algorithm.n_rollout_steps":
         "algorithm.eval_repeats": 1}
 METRICS = ["seed", "env.name", "status", "epoch", "env_steps", "best_eval_reward", "last_eval_reward",
            "final_train_reward"]
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    """One local Ray for this module (maze-lab's own start reuses it)."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 def _sweep(base: Path, launcher: str) -> tuple[RunContext, object]:
@@ -53,7 +41,7 @@ def local_sweep(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 
 def test_a_sweep_as_ray_tasks_gives_the_numbers_of_local_jobs(tmp_path: Path, local_sweep: object,
-                                                              local_ray: None) -> None:
+                                                              local_ray: object) -> None:
     local = local_sweep
     rc, remote = _sweep(tmp_path / "ray", "ray")
     assert list(remote.status) == ["done", "failed", "done", "failed"]  # seed x env.name, in grid order
@@ -71,7 +59,7 @@ def test_a_sweep_as_ray_tasks_gives_the_numbers_of_local_jobs(tmp_path: Path, lo
         assert summary["status"] == "failed" and "NoSuchEnv-v0" in summary["error"]
 
 
-def test_a_running_ray_is_joined_by_its_address(local_ray: None) -> None:
+def test_a_running_ray_is_joined_by_its_address(local_ray: object) -> None:
     import subprocess
     import sys
 
@@ -84,7 +72,7 @@ def test_a_running_ray_is_joined_by_its_address(local_ray: None) -> None:
     assert "Started a local Ray" not in proc.stderr
 
 
-def test_a_task_whose_worker_dies_is_reported_and_the_others_finish(local_ray: None) -> None:
+def test_a_task_whose_worker_dies_is_reported_and_the_others_finish(local_ray: object) -> None:
     import operator
 
     results = run_as_ray_tasks(operator.call, [(pow, 2, 5), (os._exit, 3), (pow, 3, 2)], n_jobs=2)
