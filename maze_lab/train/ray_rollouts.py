@@ -48,6 +48,33 @@ class RayWorkerError(RuntimeError):
 # ---- starting / joining Ray: maze_lab.run.ray_tasks.ensure_ray (one way for every Ray user of maze-lab) ---------
 
 
+def get_from_worker(ref: Any, name: str, pid: int | None, during: str, workers: str, error: type[Exception],
+                    shut_down: Callable[[], None]) -> Any:
+    """``ray.get`` of one Ray worker's reference. Where the worker raised, failed to start or died, ``shut_down()``
+    stops all workers and ``error`` is raised naming the worker (``name``, ``pid``) and what it was doing
+    (``during``), with its traceback where Ray has one.
+
+    :param workers: what ``shut_down`` stopped, for the message (``Ray workers``, ``ES Ray workers``).
+    """
+    import ray
+
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayActorError as err:
+        shut_down()
+        text = str(err)
+        if "creation task" in text:  # the actor's __init__ (building its envs, policy ...) raised: its traceback
+            raise error(f"{name} failed to start (building it raised); all {workers} were shut down. The worker's "
+                        f"traceback:\n{_plain(text)}") from err
+        raise error(f"{name} (pid {pid}) died while {during}: its process ended without reporting an error (killed "
+                    f"from outside, out of memory, or its node went away); all {workers} were shut down. The last "
+                    f"checkpoint stays as it was. Ray said: {' '.join(text.split())[:400]}") from None
+    except ray.exceptions.RayTaskError as err:
+        shut_down()
+        raise error(f"{name} (pid {pid}) raised while {during}; all {workers} were shut down. The worker's "
+                    f"traceback:\n{_plain(str(err))}") from err
+
+
 def _plain(text: str) -> str:
     """Ray's error text without its terminal colour codes."""
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
@@ -202,30 +229,8 @@ class RayEnvGroup(EpochEpisodeStats):
     def _get(self, refs: list[Any], during: str) -> list[Any]:
         """``ray.get`` of one reference per worker; a worker's error or death is raised as RayWorkerError naming
         the worker (and all actors are shut down)."""
-        import ray
-
-        out = []
-        for w, ref in enumerate(refs):
-            try:
-                out.append(ray.get(ref))
-            except ray.exceptions.RayActorError as err:
-                pid = self.pids[w] if w < len(self.pids) else None
-                self._fail()
-                text = str(err)
-                if "creation task" in text:  # the actor's __init__ (building the envs) raised: its traceback
-                    raise RayWorkerError(f"Ray worker {w} failed to start (building its envs or policy raised); "
-                                         f"all Ray workers were shut down. The worker's traceback:\n{_plain(text)}"
-                                         ) from err
-                raise RayWorkerError(
-                    f"Ray worker {w} (pid {pid}) died while {during}: its process ended without reporting an error "
-                    f"(killed from outside, out of memory, or its node went away); all Ray workers were shut down. "
-                    f"The last checkpoint stays as it was. Ray said: {' '.join(str(err).split())[:400]}") from None
-            except ray.exceptions.RayTaskError as err:
-                pid = self.pids[w] if w < len(self.pids) else None
-                self._fail()
-                raise RayWorkerError(f"Ray worker {w} (pid {pid}) raised while {during}; all Ray workers were shut "
-                                     f"down. The worker's traceback:\n{_plain(str(err))}") from err
-        return out
+        return [get_from_worker(ref, f"Ray worker {w}", self.pids[w] if w < len(self.pids) else None, during,
+                                "Ray workers", RayWorkerError, self._fail) for w, ref in enumerate(refs)]
 
     def _fail(self) -> None:
         self._broken = True

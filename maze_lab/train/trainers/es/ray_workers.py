@@ -22,7 +22,7 @@ import cloudpickle
 import numpy as np
 
 from maze_lab.run.ray_tasks import stop_ray_actors
-from maze_lab.train.ray_rollouts import RayWorkerError, _plain
+from maze_lab.train.ray_rollouts import RayWorkerError, get_from_worker
 from maze_lab.train.trainers.es.workers import (
     ESWorkerError,
     PairResult,
@@ -218,27 +218,8 @@ class ESRayWorkers:
     def _get(self, index: int, ref: Any, during: str) -> Any:
         """``ray.get`` of actor ``index``'s reference; its exception or death becomes an ESRayWorkerError naming it
         (after all actors were shut down)."""
-        import ray
-
-        try:
-            return ray.get(ref)
-        except ray.exceptions.RayActorError as err:
-            pid = self.pids[index] if index < len(self.pids) else None
-            self.close()
-            text = str(err)
-            if "creation task" in text:  # the actor's __init__ (building the env or the noise table) raised
-                raise ESRayWorkerError(f"ES Ray worker {index} failed to start (building its env, policy or noise "
-                                       f"table raised); all ES Ray workers were shut down. The worker's traceback:\n"
-                                       f"{_plain(text)}") from err
-            raise ESRayWorkerError(
-                f"ES Ray worker {index} (pid {pid}) died while {during}: its process ended without reporting an "
-                f"error (killed from outside, out of memory, or its node went away); all ES Ray workers were shut "
-                f"down. The last checkpoint stays as it was. Ray said: {' '.join(text.split())[:400]}") from None
-        except ray.exceptions.RayTaskError as err:
-            pid = self.pids[index] if index < len(self.pids) else None
-            self.close()
-            raise ESRayWorkerError(f"ES Ray worker {index} (pid {pid}) raised while {during}; all ES Ray workers were "
-                                   f"shut down. The worker's traceback:\n{_plain(str(err))}") from err
+        return get_from_worker(ref, f"ES Ray worker {index}", self.pids[index] if index < len(self.pids) else None,
+                               during, "ES Ray workers", ESRayWorkerError, self.close)
 
     def close(self) -> None:
         """Stop the actors (those that still answer flush and close their env first); idempotent. Ray itself is
