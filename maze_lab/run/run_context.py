@@ -517,16 +517,23 @@ class _Run:
             writers=writers)
         evaluator = RolloutEvaluator(eval_env, n_episodes=algorithm.eval_repeats,
                                      deterministic=algorithm.deterministic_eval)
-        if runner.vector_env == "ray" and getattr(trainer_cls, "supports_ray_workers", False):
-            # ES with its workers as Ray actors (one env each, runner.n_workers of them), started at the first
-            # train() on the Ray runner.address says; trainer.close() shuts down a Ray it started
+        if getattr(trainer_cls, "uses_env_factories", False):
+            # the trainer runs its envs in its own workers (ES workers, IMPALA actors): it gets one env factory per
+            # env, and its worker statistics object stands where the training vector env would. With runner=ray
+            # (ES only: validate_ray_runner refuses the others) the workers are Ray actors, runner.n_workers of
+            # them with one env each, started at the first train() on the Ray runner.address says
+            ray_workers: dict[str, Any] = {}
+            if runner.vector_env == "ray":
+                n_envs = int(runner.n_workers)
+                ray_workers = dict(workers="ray", ray_address=runner.get("address") or None,
+                                   num_cpus_per_worker=float(runner.get("num_cpus_per_worker", 1)),
+                                   num_gpus_per_worker=float(runner.get("num_gpus_per_worker", 0)))
+            else:
+                n_envs = int(getattr(algorithm, "num_actors", 0) or runner.concurrency)
             trainer = trainer_cls(algorithm, self._model(eval_env),
-                                  env_factories=[self.env_factory(i, "train") for i in range(int(runner.n_workers))],
+                                  env_factories=[self.env_factory(i, "train") for i in range(n_envs)],
                                   evaluator=evaluator, writers=writers,
-                                  checkpoint_dir=self.run_directory.checkpoint_dir,
-                                  workers="ray", ray_address=runner.get("address") or None,
-                                  num_cpus_per_worker=float(runner.get("num_cpus_per_worker", 1)),
-                                  num_gpus_per_worker=float(runner.get("num_gpus_per_worker", 0)))
+                                  checkpoint_dir=self.run_directory.checkpoint_dir, **ray_workers)
             self.train_env = trainer.env
         elif runner.vector_env == "ray":
             # A2C/PPO rollouts in Ray actors (maze_lab.train.ray_rollouts: starts or joins Ray as runner.address
@@ -538,16 +545,6 @@ class _Run:
             self.train_env = generator.env
             trainer = trainer_cls(algorithm, self._model(eval_env), rollout_generator=generator, evaluator=evaluator,
                                   writers=writers, checkpoint_dir=self.run_directory.checkpoint_dir)
-        elif getattr(trainer_cls, "uses_env_factories", False):
-            # the trainer runs its envs in its own worker processes (ES workers, IMPALA actors): it gets one env
-            # factory per env (the algorithm's num_actors, else runner.concurrency); its worker statistics object
-            # stands where the training vector env would
-            n_envs = int(getattr(algorithm, "num_actors", 0) or runner.concurrency)
-            model = self._model(eval_env)
-            trainer = trainer_cls(algorithm, model, env_factories=[self.env_factory(i, "train") for i in range(n_envs)],
-                                  evaluator=evaluator, writers=writers,
-                                  checkpoint_dir=self.run_directory.checkpoint_dir)
-            self.train_env = trainer.env
         elif getattr(trainer_cls, "learns_from_data", False):
             # behavioural cloning reads its recorded episodes (algorithm.dataset), not a training env: none is
             # built; the evaluation env gives the model its spaces and checks that the episodes fit them
@@ -571,10 +568,12 @@ class _Run:
         self.run_directory.write_summary(bounded_box_changes=dict(getattr(trainer, "bounded_box_changes", {})))
         if cfg.input_dir:
             from maze_lab.run.runs import corrupt_checkpoint_errors
+            from maze_lab.train.trainers.common.checkpoints import read_checkpoint
 
             source = RunDirectory.open(cfg.input_dir)
             with corrupt_checkpoint_errors(source.last_checkpoint):
-                origin = _checkpoint_trainer(source.last_checkpoint)
+                last = read_checkpoint(source.last_checkpoint, trainer.device)
+            origin = last.get("trainer") if isinstance(last.get("trainer"), str) else None
             if origin is not None and origin != type(trainer).__name__:
                 # fine-tuning (e.g. PPO from a BC run): the other trainer's best weights, policy and critic as
                 # that run has them; epochs, updates, env steps, best reward and optimizer state start afresh,
@@ -585,8 +584,7 @@ class _Run:
                 self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=0,
                                                  fine_tuned_from={"trainer": origin, "checkpoint": weights.name})
             else:
-                with corrupt_checkpoint_errors(source.last_checkpoint):
-                    trainer.load_checkpoint(source.last_checkpoint)
+                trainer.load_state(last)
                 self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=trainer.epoch)
         trainer.callbacks.append(self._on_epoch)
         return trainer
@@ -704,14 +702,6 @@ _TRAINERS = {
     "maze_lab.train.trainers.es.config.ESAlgorithmConfig": "maze_lab.train.trainers.es.ES",
     "maze_lab.train.trainers.bc.config.BCAlgorithmConfig": "maze_lab.train.trainers.bc.BC",
 }
-
-
-def _checkpoint_trainer(path: Path) -> str | None:
-    """The name of the trainer class that wrote the checkpoint ``path`` (None where it does not say)."""
-    from maze_lab.train.trainers.common.checkpoints import read_checkpoint
-
-    name = read_checkpoint(path).get("trainer")
-    return name if isinstance(name, str) else None
 
 
 def _trainer_class(algorithm: Any) -> type:

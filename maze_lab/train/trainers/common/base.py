@@ -313,7 +313,10 @@ class Trainer(TrainingControl, ABC):
 
         The file is read with ``torch.load(weights_only=True)``: no code from the file is executed.
         """
-        state = read_checkpoint(path, self.device)
+        self.load_state(read_checkpoint(path, self.device), weights_only)
+
+    def load_state(self, state: dict[str, Any], weights_only: bool = False) -> None:
+        """Resume from a checkpoint already read (:func:`read_checkpoint`); see :meth:`load_checkpoint`."""
         self.model.load_state_dict(state["model"])
         self._load_extra_state(state, weights_only)
         if weights_only:
