@@ -228,10 +228,17 @@ def test_address_without_ray_gives_a_clear_error(tmp_path: Path):
 def test_runner_ray_refuses_other_algorithms_and_bad_settings():
     from maze_lab.run.run_context import RunContext
 
-    with pytest.raises(ConfigurationError, match=r"runner=ray runs A2C, PPO and ES .*IMPALA, SAC and BC are not "):
+    with pytest.raises(ConfigurationError, match=r"runner=ray runs A2C, PPO, ES and IMPALA .*SAC and BC are not "
+                                                 r"available on Ray\): use runner=dev or runner=local"):
         RunContext(algorithm="sac", runner="ray", overrides={"env.name": "Pendulum-v1"})
     with pytest.raises(ConfigurationError, match=r"runner.n_workers must be an int >= 1, got 0"):
         RunContext(algorithm="ppo", runner="ray", overrides={"runner.n_workers": 0})
+    with pytest.raises(ConfigurationError, match=r"runner.max_worker_restarts must be an int >= 0 .*got -1"):
+        RunContext(algorithm="impala", runner="ray", overrides={"runner.max_worker_restarts": -1})
+    # PPO's synchronous rollouts need every worker: restarts are refused, naming who has them
+    with pytest.raises(ConfigurationError, match=r"runner.max_worker_restarts=2: PPOAlgorithmConfig waits for every "
+                                                 r"worker.*for ES and IMPALA"):
+        RunContext(algorithm="ppo", runner="ray", overrides={"runner.max_worker_restarts": 2})
 
 
 @pytest.mark.parametrize("backend", ["processes", "ray"])

@@ -229,3 +229,28 @@ def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_
         else:
             out.append((Path(result[0]), result[1]))
     return out
+
+
+def remote_worker_class(body: type, n_workers: int, num_cpus_per_worker: float, num_gpus_per_worker: float,
+                        owns_ray: bool, what: str) -> Any:
+    """``ray.remote`` of a worker body with the resources each worker reserves, after checking that the cluster
+    can place ``n_workers`` of them: a Ray started by this run (``owns_ray``) never grows, so too few CPUs is an
+    error there; on a cluster it is a warning (the workers wait for nodes to join).
+
+    Ray never restarts these actors itself: a worker's death reaches its owner, which decides (a named error, or a
+    fresh worker where the algorithm allows, see ``runner.max_worker_restarts``).
+
+    :param what: the workers, for messages (``runner=ray``, ``ES on Ray``).
+    """
+    import sys
+
+    ray = import_ray()
+    need, have = n_workers * num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
+    if need > have:
+        message = (f"{what}: {n_workers} workers x {num_cpus_per_worker:g} CPUs need {need:g} CPUs; the Ray cluster "
+                   f"has {have:g}. Lower runner.n_workers or runner.num_cpus_per_worker")
+        if owns_ray:
+            raise RuntimeError(message)
+        print(f"maze-lab: WARNING {message}, or add nodes (the workers wait until the cluster has room)",
+              file=sys.stderr, flush=True)
+    return ray.remote(num_cpus=num_cpus_per_worker, num_gpus=num_gpus_per_worker, max_restarts=0)(body)

@@ -520,14 +520,16 @@ class _Run:
         if getattr(trainer_cls, "uses_env_factories", False):
             # the trainer runs its envs in its own workers (ES workers, IMPALA actors): it gets one env factory per
             # env, and its worker statistics object stands where the training vector env would. With runner=ray
-            # (ES only: validate_ray_runner refuses the others) the workers are Ray actors, runner.n_workers of
-            # them with one env each, started at the first train() on the Ray runner.address says
+            # (ES, IMPALA) the workers are runner.n_workers Ray actors (ES: one env each; IMPALA: envs_per_worker
+            # actors each), started at the first train() on the Ray runner.address says
             ray_workers: dict[str, Any] = {}
             if runner.vector_env == "ray":
-                n_envs = int(runner.n_workers)
-                ray_workers = dict(workers="ray", ray_address=runner.get("address") or None,
-                                   num_cpus_per_worker=float(runner.get("num_cpus_per_worker", 1)),
-                                   num_gpus_per_worker=float(runner.get("num_gpus_per_worker", 0)))
+                from maze_lab.train.ray_config import RayWorkerSettings
+
+                settings = RayWorkerSettings.from_runner(runner)
+                per_worker = 1 if getattr(trainer_cls, "one_env_per_ray_worker", False) else settings.envs_per_worker
+                n_envs = settings.n_workers * per_worker
+                ray_workers = dict(workers="ray", ray=settings)
             else:
                 n_envs = int(getattr(algorithm, "num_actors", 0) or runner.concurrency)
             trainer = trainer_cls(algorithm, self._model(eval_env),

@@ -19,6 +19,11 @@ def per_epoch_mean(method):
     return define_epoch_stats(mean)(define_episode_stats(mean)(define_step_stats(None)(method)))
 
 
+def per_epoch_sum(method):
+    """A trainer statistic counted per update and written as the sum over the updates of an epoch."""
+    return define_epoch_stats(sum)(define_episode_stats(sum)(define_step_stats(None)(method)))
+
+
 class ActorCriticEvents(ABC):
     """Timings, learning rate, losses, gradient norms, entropy and values; means over the updates of an epoch."""
 

@@ -21,8 +21,10 @@ import torch
 
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.train.trainers.common.actor_critic import _to_numpy, _to_plain
+from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.trainers.common.base import Trainer
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
+from maze_lab.train.trainers.common.ray_workers import RayWorkersMixin
 from maze_lab.train.trainers.common.worker_stats import WorkerEpisodeStats
 from maze_lab.train.trainers.es.config import ESAlgorithmConfig
 from maze_lab.train.trainers.es.events import ESEvents
@@ -64,7 +66,7 @@ def es_gradient(weights: np.ndarray, noise: np.ndarray) -> np.ndarray:
     return difference @ np.asarray(noise, dtype=np.float64) / weights.size
 
 
-class ES(Trainer):
+class ES(RayWorkersMixin, Trainer):
     """OpenAI-style evolution strategies with worker processes on this machine, or Ray actors (``workers="ray"``).
 
     :param algorithm_config: the algorithm parameters.
@@ -80,34 +82,26 @@ class ES(Trainer):
     :param workers: ``"processes"`` (worker processes on this machine) or ``"ray"`` (Ray actors, see
         :mod:`maze_lab.train.trainers.es.ray_workers`; same weights as the processes for the same seed and number of
         workers).
-    :param ray_address: with ``workers="ray"``: where Ray runs (None: a local Ray, or the one already initialized;
-        ``"auto"``, ``"host:6379"``, ``"ray://host:10001"``: a cluster), see ``maze_lab.run.ray_tasks.ensure_ray``.
-    :param num_cpus_per_worker: with ``workers="ray"``: CPUs Ray reserves for each actor.
-    :param num_gpus_per_worker: with ``workers="ray"``: GPUs Ray reserves for each actor.
+    :param ray: with ``workers="ray"``: where Ray runs (``address``: None for a local Ray or the one already
+        initialized, ``"auto"``, ``"host:6379"``, ``"ray://host:10001"`` for a cluster), the CPUs and GPUs each actor
+        reserves and ``max_worker_restarts`` (default: a local Ray, 1 CPU per actor, no restarts).
     """
 
     events = ESEvents
     uses_env_factories = True
     """The run layer hands this trainer env factories (it runs its envs in its own processes)."""
-    supports_ray_workers = True
-    """With ``runner=ray`` the run layer builds this trainer with ``workers="ray"`` (its workers as Ray actors)."""
+    one_env_per_ray_worker = True
+    """With ``runner=ray``: ``runner.n_workers`` actors of one env each (pair tasks go to whichever is free)."""
 
     def __init__(self, algorithm_config: ESAlgorithmConfig, model: Any, env_factories: Sequence[Any],
                  evaluator: Any = None, model_selection: BestModelSelection | None = None,
                  writers: list[LogStatsWriter] | None = None, checkpoint_dir: str | Path | None = None,
-                 start_method: str = "spawn", workers: str = "processes", ray_address: str | None = None,
-                 num_cpus_per_worker: float = 1, num_gpus_per_worker: float = 0):
-        if workers not in ("processes", "ray"):
-            raise ValueError(f"ES workers must be 'processes' or 'ray', got {workers!r}")
+                 start_method: str = "spawn", workers: str = "processes", ray: RayWorkerSettings | None = None):
+        self._init_workers_backend(workers, ray)
         if not env_factories:
             raise ValueError("ES needs env_factories: one env factory per worker process, e.g. [make_env] * 2")
         self.env_factories = list(env_factories)
         self.start_method = start_method
-        self.worker_backend = workers
-        self.ray_address = ray_address
-        self.num_cpus_per_worker, self.num_gpus_per_worker = float(num_cpus_per_worker), float(num_gpus_per_worker)
-        self._owns_ray = False
-        """Whether this trainer started Ray (then :meth:`close` shuts it down)."""
         self.env = WorkerEpisodeStats("train", writers)
         super().__init__(algorithm_config, model, evaluator, model_selection, writers, checkpoint_dir)
         cfg = self.config
@@ -132,16 +126,15 @@ class ES(Trainer):
         if self.noise_table is None or self.noise_table.seed != self.noise_table_seed:
             self.noise_table = NoiseTable(self.noise_table_seed, cfg.shared_noise_table_size)
         if self.workers is None and self.worker_backend == "ray":
-            from maze_lab.run.ray_tasks import ensure_ray
             from maze_lab.train.trainers.es.ray_workers import ESRayWorkers
 
-            self._owns_ray = ensure_ray(self.ray_address, setting="runner.address") or self._owns_ray
+            self._connect_ray()
             self.workers = ESRayWorkers(self.env_factories, self.policy, self.noise_table_seed,
                                         cfg.shared_noise_table_size, cfg.noise_stddev, cfg.max_steps,
                                         cfg.deterministic_rollouts,
                                         _to_numpy(self._normalization_statistics) if self._normalization_statistics
-                                        else None, self.num_cpus_per_worker, self.num_gpus_per_worker,
-                                        owns_ray=self._owns_ray)
+                                        else None, self.ray_settings, owns_ray=self._owns_ray,
+                                        on_restart=self._worker_replaced)
         elif self.workers is None:
             self.workers = ESWorkers(self.env_factories, self.policy, self.noise_table_seed,
                                      cfg.shared_noise_table_size, cfg.noise_stddev, cfg.max_steps,
@@ -153,11 +146,7 @@ class ES(Trainer):
         """Stop the workers (they flush their env's event logs first) and shut down a Ray this trainer started;
         idempotent."""
         self._stop_workers()
-        if self._owns_ray:
-            import ray
-
-            self._owns_ray = False
-            ray.shutdown()
+        self._shutdown_ray()
 
     def _stop_workers(self) -> None:
         """Stop the workers (the next train() starts fresh ones); Ray, where used, keeps running."""
@@ -211,6 +200,7 @@ class ES(Trainer):
         theta_norm = float(torch.linalg.vector_norm(theta))
         update_norm = float(torch.linalg.vector_norm(update))
         self._record(ESEvents.perturbed_return_mean, returns.mean())
+        self._record(ESEvents.worker_restarts, self._take_restarts())
         self._record(ESEvents.perturbed_return_max, returns.max())
         self._record(ESEvents.perturbed_return_min, returns.min())
         self._record(ESEvents.perturbed_return_std, returns.std())

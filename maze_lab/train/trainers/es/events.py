@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC
 
-from maze_lab.train.trainers.common.events import per_epoch_mean
+from maze_lab.train.trainers.common.events import per_epoch_mean, per_epoch_sum
 
 
 class ESEvents(ABC):
@@ -66,3 +66,7 @@ class ESEvents(ABC):
     @per_epoch_mean
     def step_size(self, value: float):
         """Adam's step size."""
+
+    @per_epoch_sum
+    def worker_restarts(self, value: float):
+        """Dead Ray workers replaced by fresh ones during the epoch (``runner.max_worker_restarts``)."""

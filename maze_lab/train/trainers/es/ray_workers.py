@@ -21,7 +21,8 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from maze_lab.run.ray_tasks import stop_ray_actors
+from maze_lab.run.ray_tasks import remote_worker_class, stop_ray_actors
+from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.ray_rollouts import RayWorkerError, get_from_worker
 from maze_lab.train.trainers.es.workers import (
     ESWorkerError,
@@ -122,43 +123,40 @@ class ESRayWorkers:
     :param max_steps: cut episodes after this many agent actions (0: never).
     :param deterministic: act with the most likely action in the episodes.
     :param normalization_statistics: observation normalization statistics every env gets (None: the envs' own).
-    :param num_cpus_per_worker: CPUs Ray reserves for each actor.
-    :param num_gpus_per_worker: GPUs Ray reserves for each actor (the policy still acts on the actor's CPU).
+    :param settings: the CPUs and GPUs each actor reserves, and ``max_worker_restarts``: a dead actor is replaced by
+        a fresh one while restarts are left, and its pair task is played again (a task's result depends only on its
+        seeds and theta, so the update stays what it would have been).
     :param owns_ray: whether Ray was started for this run (a local Ray never grows: too few CPUs is an error).
+    :param on_restart: called with a message each time a dead actor was replaced.
     """
 
     def __init__(self, env_factories: Sequence[Callable[[], Any]], policy: Any, noise_table_seed: int,
                  noise_table_size: int, noise_stddev: float, max_steps: int = 0, deterministic: bool = True,
-                 normalization_statistics: Any = None, num_cpus_per_worker: float = 1,
-                 num_gpus_per_worker: float = 0, owns_ray: bool = False):
-        import ray
-
+                 normalization_statistics: Any = None, settings: RayWorkerSettings | None = None,
+                 owns_ray: bool = False, on_restart: Callable[[str], None] | None = None):
         if not env_factories:
             raise ValueError("ES needs at least one env factory (one per Ray worker)")
+        settings = settings if settings is not None else RayWorkerSettings()
         n = len(env_factories)
-        need, have = n * num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
-        if need > have:
-            message = (f"ES on Ray: {n} workers x {num_cpus_per_worker:g} CPUs need {need:g} CPUs; the Ray cluster "
-                       f"has {have:g}. Lower runner.n_workers or runner.num_cpus_per_worker")
-            if owns_ray:
-                raise RuntimeError(message)
-            print(f"maze-lab: WARNING {message}, or add nodes (the workers wait until the cluster has room)",
-                  file=sys.stderr, flush=True)
         cpu_policy = copy.deepcopy(policy)
         cpu_policy.to("cpu")
-        remote_cls = ray.remote(num_cpus=num_cpus_per_worker, num_gpus=num_gpus_per_worker,
-                                max_restarts=0)(_ESActor)
+        self._remote = remote_worker_class(_ESActor, n, settings.num_cpus_per_worker, settings.num_gpus_per_worker,
+                                           owns_ray, "ES on Ray")
         self.n_workers = n
+        self.max_restarts, self.restarts = settings.max_worker_restarts, 0
+        self.on_restart = on_restart
+        self._payloads = [cloudpickle.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
+                                                        int(noise_table_size), float(noise_stddev), int(max_steps),
+                                                        bool(deterministic), normalization_statistics))
+                          for factory in env_factories]
         self.actors: list[Any] = []
         self.pids: list[int | None] = []
+        self._generation = [0] * n  # how often each actor was replaced
         self._closed = False
         self._lock = threading.Lock()  # one exchange at a time (a checkpoint may be written from another thread)
         try:
-            for index, factory in enumerate(env_factories):
-                payload = cloudpickle.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
-                                                        int(noise_table_size), float(noise_stddev), int(max_steps),
-                                                        bool(deterministic), normalization_statistics))
-                self.actors.append(remote_cls.remote(index, payload))
+            for index in range(n):
+                self.actors.append(self._remote.remote(index, self._payloads[index]))
             self.pids = [None] * n
             for index, actor in enumerate(self.actors):
                 self.pids[index] = self._get(index, actor.pid.remote(), "starting")
@@ -181,23 +179,29 @@ class ESRayWorkers:
         with self._lock:
             try:
                 theta_ref = ray.put(np.ascontiguousarray(theta, dtype=np.float32))  # once: every actor reads it
-                setup = {actor.set_theta.remote(theta_ref): w for w, actor in enumerate(self.actors)}
+                setup = [(actor.set_theta.remote(theta_ref), w, self._generation[w])
+                         for w, actor in enumerate(self.actors)]
                 pending = list(tasks)[::-1]
-                busy: dict[Any, int] = {}
+                busy: dict[Any, tuple[int, PairTask, int]] = {}  # a pair call -> (actor, its task, actor generation)
                 for w, actor in enumerate(self.actors):
                     if not pending:
                         break
                     # an actor runs its calls in the order they were made: set_theta comes before the pair
-                    busy[actor.pair.remote(pending.pop())] = w
-                for ref, w in setup.items():
-                    self._get(w, ref, "receiving the parameters")
+                    task = pending.pop()
+                    busy[actor.pair.remote(task)] = (w, task, self._generation[w])
+                for ref, w, generation in setup:
+                    self._outcome(w, generation, ref, "receiving the parameters", theta_ref)
                 while busy:
                     ready, _ = ray.wait(list(busy), num_returns=1)
-                    w = busy.pop(ready[0])
-                    result: PairResult = self._get(w, ready[0], "playing a pair of episodes")
+                    w, task, generation = busy.pop(ready[0])
+                    done, result = self._outcome(w, generation, ready[0], "playing a pair of episodes", theta_ref)
+                    if not done:  # the actor died and was replaced: the fresh one plays the same pair
+                        busy[self.actors[w].pair.remote(task)] = (w, task, self._generation[w])
+                        continue
                     results[position[result.index]] = result
                     if pending:
-                        busy[self.actors[w].pair.remote(pending.pop())] = w
+                        task = pending.pop()
+                        busy[self.actors[w].pair.remote(task)] = (w, task, self._generation[w])
             except BaseException:
                 self.close()
                 raise
@@ -214,6 +218,45 @@ class ESRayWorkers:
             except BaseException:
                 self.close()
                 raise
+
+    def _outcome(self, w: int, generation: int, ref: Any, during: str, theta_ref: Any) -> tuple[bool, Any]:
+        """(True, value) of actor ``w``'s call ``ref``; (False, None) where the actor died and was replaced (now, or
+        already: ``generation`` is the actor's generation when the call was made). An actor that raised, failed to
+        start, or died with no restart left is raised as an ESRayWorkerError naming it."""
+        import ray
+
+        try:
+            return True, ray.get(ref)
+        except ray.exceptions.RayActorError as err:
+            if generation < self._generation[w]:
+                return False, None  # a call of the actor that was replaced already
+            if "creation task" not in str(err) and self.restarts < self.max_restarts:
+                self._replace(w, err, theta_ref)
+                return False, None
+        except ray.exceptions.RayTaskError:
+            pass  # raised below with the actor's traceback
+        return True, self._get(w, ref, during)
+
+    def _replace(self, w: int, err: Exception, theta_ref: Any) -> None:
+        """Replace dead actor ``w`` by a fresh one holding the update's parameters."""
+        import ray
+
+        self.restarts += 1
+        self._generation[w] += 1
+        old = f"ES Ray worker {w} (pid {self.pids[w]})"
+        try:
+            ray.kill(self.actors[w])
+        except Exception:  # noqa: BLE001 - it is gone already
+            pass
+        self.actors[w] = self._remote.remote(w, self._payloads[w])
+        self.pids[w] = self._get(w, self.actors[w].pid.remote(), "starting again after a death")
+        self._get(w, self.actors[w].set_theta.remote(theta_ref), "receiving the parameters")
+        message = (f"{old} died ({' '.join(str(err).split())[:160]}); replaced it by a fresh worker (pid "
+                   f"{self.pids[w]}) that plays its pair again, restart {self.restarts} of "
+                   f"runner.max_worker_restarts={self.max_restarts}")
+        print(f"maze-lab: WARNING {message}", file=sys.stderr, flush=True)
+        if self.on_restart is not None:
+            self.on_restart(message)
 
     def _get(self, index: int, ref: Any, during: str) -> Any:
         """``ray.get`` of actor ``index``'s reference; its exception or death becomes an ESRayWorkerError naming it

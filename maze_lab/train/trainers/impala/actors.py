@@ -55,6 +55,27 @@ def _policy_tensors(policy: Any) -> list[Any]:
     return [t for module in policy._modules().values() for t in module.state_dict().values() if t.is_floating_point()]
 
 
+def flat_weights(policy: Any) -> np.ndarray:
+    """The floating-point state of the policy (any device) as one float32 vector, in ``_policy_tensors`` order."""
+    import torch
+
+    with torch.no_grad():
+        return torch.cat([t.detach().reshape(-1).float().cpu() for t in _policy_tensors(policy)]).numpy()
+
+
+def load_flat_weights(tensors: list[Any], flat: np.ndarray) -> None:
+    """Copy a vector made by :func:`flat_weights` into a policy's ``_policy_tensors``."""
+    import torch
+
+    flat_t = torch.from_numpy(np.asarray(flat, dtype=np.float32))
+    offset = 0
+    with torch.no_grad():
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat_t[offset:offset + n].view_as(t))
+            offset += n
+
+
 class SharedWeights:
     """The policy's weights in shared memory, with the learner's update count as version.
 
@@ -73,10 +94,7 @@ class SharedWeights:
 
     def publish(self, policy: Any, version: int) -> None:
         """Write the policy's weights (any device) and their version (the learner only)."""
-        import torch
-
-        with torch.no_grad():
-            flat = torch.cat([t.detach().reshape(-1).float().cpu() for t in _policy_tensors(policy)]).numpy()
+        flat = flat_weights(policy)
         view = np.frombuffer(self.array, dtype=np.float32)
         self.sequence.value += 1  # odd: a write is under way
         view[:flat.size] = flat
@@ -85,8 +103,6 @@ class SharedWeights:
 
     def pull(self, tensors: list[Any], have: int) -> int:
         """Copy the weights into ``tensors`` where their version differs from ``have``; returns the version now held."""
-        import torch
-
         view = np.frombuffer(self.array, dtype=np.float32)
         while True:
             before = self.sequence.value
@@ -96,15 +112,10 @@ class SharedWeights:
             version = int(self.version.value)
             if version == have:
                 return have
-            flat = torch.from_numpy(view.copy())
+            flat = view.copy()
             if self.sequence.value == before:
                 break
-        offset = 0
-        with torch.no_grad():
-            for t in tensors:
-                n = t.numel()
-                t.copy_(flat[offset:offset + n].view_as(t))
-                offset += n
+        load_flat_weights(tensors, flat)
         return version
 
 
@@ -162,6 +173,10 @@ class ActorPool:
         # a pool that is dropped without close() (e.g. a trainer garbage-collected in a test) still ends its
         # processes; the finalizer holds no reference to the pool itself
         self._finalizer = weakref.finalize(self, _shutdown, self.stop_flag, list(self.processes), list(self.conns))
+
+    def publish(self, policy: Any, version: int) -> None:
+        """Hand the learner's weights (after update ``version``) to the actors."""
+        self.weights.publish(policy, version)
 
     def describe(self, p: int) -> str:
         """Names actor process ``p``: its index, pid and actors."""

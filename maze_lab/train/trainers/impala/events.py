@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC
 
 from maze_lab.core.log_stats.event_decorators import define_stats_grouping
-from maze_lab.train.trainers.common.events import per_epoch_mean
+from maze_lab.train.trainers.common.events import per_epoch_mean, per_epoch_sum
 
 
 class ImpalaEvents(ABC):
@@ -77,3 +77,7 @@ class ImpalaEvents(ABC):
     @define_stats_grouping("step_key")
     def critic_grad_norm(self, step_key: object, value: float):
         """Gradient norm of a critic network."""
+
+    @per_epoch_sum
+    def worker_restarts(self, value: float):
+        """Dead Ray workers replaced by fresh ones during the epoch (``runner.max_worker_restarts``)."""

@@ -20,8 +20,10 @@ import torch
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.train.trainers.common.actor_critic import _float, _key_of
+from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
+from maze_lab.train.trainers.common.ray_workers import RayWorkersMixin
 from maze_lab.train.trainers.common.worker_stats import WorkerEpisodeStats
 from maze_lab.train.trainers.impala.actors import ActorPool, ImpalaActorError, Trajectory
 from maze_lab.train.trainers.impala.config import ImpalaAlgorithmConfig
@@ -31,9 +33,9 @@ from maze_lab.train.trainers.impala.vtrace import clip_rewards, vtrace
 __all__ = ["IMPALA", "ImpalaAlgorithmConfig", "ImpalaActorError"]
 
 
-class IMPALA(Trainer):
-    """The IMPALA learner; it starts its actor processes on the first :meth:`train` and stops them on
-    :meth:`close`.
+class IMPALA(RayWorkersMixin, Trainer):
+    """The IMPALA learner; it starts its actor processes (or Ray actors) on the first :meth:`train` and stops them
+    on :meth:`close`.
 
     :param algorithm_config: the algorithm parameters.
     :param model: a TorchActorCritic with a state critic (policy + V).
@@ -44,6 +46,10 @@ class IMPALA(Trainer):
     :param writers: writers of the trainer statistics and the actors' episode statistics (default: the
         process-wide writers).
     :param checkpoint_dir: where ``state_dict_last.pt`` and ``state_dict_best.pt`` are written; None for no files.
+    :param workers: ``"processes"`` (actor processes of this machine, ``actor_processes`` of them) or ``"ray"``
+        (Ray actors of ``ray.envs_per_worker`` envs each, see :mod:`maze_lab.train.trainers.impala.ray_actors`).
+    :param ray: with ``workers="ray"``: the Ray address, resources per worker and ``max_worker_restarts``
+        (default: a local Ray, 1 CPU per worker, no restarts).
     """
 
     events = ImpalaEvents
@@ -53,7 +59,9 @@ class IMPALA(Trainer):
     def __init__(self, algorithm_config: ImpalaAlgorithmConfig, model: Any,
                  env_factories: list[Callable[[], Any]], evaluator: Any = None,
                  model_selection: BestModelSelection | None = None, writers: list[LogStatsWriter] | None = None,
-                 checkpoint_dir: str | Path | None = None):
+                 checkpoint_dir: str | Path | None = None, workers: str = "processes",
+                 ray: RayWorkerSettings | None = None):
+        self._init_workers_backend(workers, ray)
         if not env_factories:
             raise ValueError("IMPALA needs one env factory per actor (env_factories=[f0, f1, ...]); got none")
         critic = getattr(model, "critic", None)
@@ -66,7 +74,8 @@ class IMPALA(Trainer):
         super().__init__(algorithm_config, model, evaluator, model_selection, writers, checkpoint_dir)
         self.policy, self.critic = model.policy, model.critic
         self.optimizer = adam(list(self.model.parameters()), self.config.lr)
-        self.actors: ActorPool | None = None
+        self.actors: Any = None
+        """ActorPool (actor processes) or RayActorPool (Ray actors), from the first train() on."""
 
     @property
     def n_actor_processes(self) -> int:
@@ -78,9 +87,17 @@ class IMPALA(Trainer):
         self._check_weights("handing the weights to the actors")
         if self.actors is None or self.actors.closed:
             cfg = self.config
-            self.actors = ActorPool(self.env_factories, self.policy, self.n_actor_processes, cfg.n_rollout_steps,
-                                    cfg.queue_size, cfg.seed)
-        self.actors.weights.publish(self.policy, self.updates)
+            if self.worker_backend == "ray":
+                from maze_lab.train.trainers.impala.ray_actors import RayActorPool
+
+                self._connect_ray()
+                self.actors = RayActorPool(self.env_factories, self.policy, cfg.n_rollout_steps, cfg.queue_size,
+                                           cfg.seed, self.ray_settings, owns_ray=self._owns_ray,
+                                           on_restart=self._worker_replaced)
+            else:
+                self.actors = ActorPool(self.env_factories, self.policy, self.n_actor_processes,
+                                        cfg.n_rollout_steps, cfg.queue_size, cfg.seed)
+        self.actors.publish(self.policy, self.updates)
 
     def _check_weights(self, during: str) -> None:
         diverged = self._diverged_weights_error(during)
@@ -98,10 +115,11 @@ class IMPALA(Trainer):
             raise
 
     def close(self) -> None:
-        """Stop the actor processes (they flush their envs' event logs); idempotent. A later ``train`` starts new
-        ones."""
+        """Stop the actors (they flush their envs' event logs) and shut down a Ray this trainer started;
+        idempotent. A later ``train`` starts new ones."""
         if self.actors is not None:
             self.actors.close()
+        self._shutdown_ray()
 
     # ---- the epoch ---------------------------------------------------------------------------------------------
     def _epoch_updates(self) -> Iterator[None]:
@@ -122,10 +140,11 @@ class IMPALA(Trainer):
         self._record(ImpalaEvents.policy_lag_max, float(max(lags)))
         self._record(ImpalaEvents.queue_size, self.actors.qsize())
         self._record(ImpalaEvents.learning_rate, cfg.lr)
+        self._record(ImpalaEvents.worker_restarts, self._take_restarts())
         self.learn(batch)
         self.updates += 1
         self.env_steps += sum(len(t.rollout.records) for t in batch)
-        self.actors.weights.publish(self.policy, self.updates)
+        self.actors.publish(self.policy, self.updates)
         self._record(ImpalaEvents.time_wait, t1 - t0)
         self._record(ImpalaEvents.time_update, time.perf_counter() - t1)
 
