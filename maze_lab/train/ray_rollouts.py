@@ -104,6 +104,12 @@ class _RolloutWorker:
         """The worker's process id (named in errors)."""
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The id of the Ray node the worker runs on (where a cluster placed it)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def reset(self, seed: int | None) -> None:
         """Reset the worker's envs (env e with ``seed + e``)."""
         self.generator.reset(seed)
