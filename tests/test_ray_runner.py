@@ -365,3 +365,29 @@ def test_worker_that_cannot_build_its_envs_reports_why():
             generator.rollout(model.policy, 4)
     finally:
         generator.env.close()
+
+
+def test_every_ray_worker_normalizes_with_the_statistics_the_checkpoint_keeps(tmp_path: Path):
+    """wrappers=observation_normalization under runner=ray: the envs of both workers estimate the same statistics
+    (sampled with the config's sampling_seed, as local envs do), and the checkpoint keeps exactly those."""
+    from maze_lab.run.run_context import RunContext
+
+    rc = RunContext(algorithm="ppo", runner="ray", wrappers="observation_normalization", run_dir=tmp_path / "run",
+                    silent=True, overrides={"env.name": "CartPole-v1", "n_epochs": 1, "algorithm.epoch_length": 1,
+                                            "algorithm.n_rollout_steps": 16, "algorithm.eval_repeats": 1,
+                                            "runner.n_workers": 2, "runner.envs_per_worker": 2})
+    try:
+        rc.train()
+        per_env = rc.trainer.env.call("get_normalization_statistics")
+    finally:
+        rc.close()
+    assert len(per_env) == 4
+    first = per_env[0]["observation"]
+    assert np.abs(np.asarray(first["std"])).min() > 0  # estimated, not the placeholder
+    for stats in per_env[1:]:
+        for name in ("mean", "std"):
+            np.testing.assert_array_equal(np.asarray(stats["observation"][name]), np.asarray(first[name]))
+    saved = read_checkpoint(rc.run_dir / "checkpoints" / "state_dict_last.pt")["normalization_statistics"]
+    for name in ("mean", "std"):
+        np.testing.assert_allclose(np.asarray(saved["observation"][name], dtype=np.float64),
+                                   np.asarray(first[name], dtype=np.float64))

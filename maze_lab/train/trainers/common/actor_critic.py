@@ -345,7 +345,8 @@ def _to_plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _to_plain(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(value))
+        # a copy: the array may be read-only (one that came from a Ray worker lives in the object store)
+        return torch.from_numpy(np.array(value, order="C", copy=True))
     if isinstance(value, list | tuple):
         return [_to_plain(v) for v in value]
     return value
