@@ -332,12 +332,15 @@ def _runs(args: argparse.Namespace) -> int:
             return 0
         raise BadInput(f"{base} is not a directory; give the base directory of the runs with --base "
                        f"(the log_base_dir of the runs; default {default_outputs_dir()})")
-    df = list_runs(base)
+    df = list_runs(base, group=args.group)
     if df.empty:
-        print(f"no runs under {base}")
+        print(f"no runs under {base}" + (f" in group {args.group}" if args.group else ""))
         return 0
     columns = ["created", "experiment", "status", "algorithm", "env", "epoch", "env_steps", "best_eval_reward",
                "final_train_reward", "run_dir"]
+    if df.group.notna().any():  # runs made together (sweeps, batches, studies) show their group; single runs "-"
+        columns.insert(2, "group")
+        df = df.assign(group=df.group.fillna("-"))
     damaged = df[df.status == "damaged"]
     print(df[columns].to_string(index=False))
     if not damaged.empty:
@@ -656,6 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "root is the nearest directory at or above the working directory with a .git, "
                                       "pyproject.toml, setup.py, setup.cfg or notebooks/ (else ./outputs).")
     runs.add_argument("--base", default=None, help="base directory (default: the default location of runs)")
+    runs.add_argument("--group", default=None,
+                      help="only the runs of one group: a sweep, notebook batch or Optuna study (the id from the "
+                           "group column, e.g. sweep:sweep-20261124-071500-ab12)")
     runs.set_defaults(func=_runs)
 
     rollout = sub.add_parser("rollout", parents=[common],

@@ -148,10 +148,14 @@ def test_runs_lists_the_run_directories(trained: tuple, swept: subprocess.Comple
     proc = maze_lab("runs", "--base", "outputs", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert lines[0].split()[:3] == ["created", "experiment", "status"]
+    assert lines[0].split()[:4] == ["created", "experiment", "group", "status"]
     assert len(lines) == 1 + 4
     assert sum("A2CAlgorithmConfig" in line for line in lines) == 1
     assert sum("PPOAlgorithmConfig" in line for line in lines) == 3
+    # the three runs of the sweep share its group; the single run has none
+    groups = {line.split()[2] for line in lines[1:] if "PPOAlgorithmConfig" in line}
+    assert len(groups) == 1 and groups.pop().startswith("sweep:sweep-")
+    assert [line.split()[2] for line in lines[1:] if "A2CAlgorithmConfig" in line] == ["-"]
 
 
 

@@ -11,9 +11,10 @@ import pytest
 pytest.importorskip("papermill")
 pytest.importorskip("ipykernel")
 
-from maze_lab.cli import main  # noqa: E402
+from maze_lab.cli import main
 from maze_lab.run.notebook_batch import batch_grid, batch_values, compare_batch, run_notebook_batch  # noqa: E402
 from maze_lab.run.papermill_run import run_notebook  # noqa: E402
+from maze_lab.run.runs import list_runs  # noqa: E402
 
 SEEDS = (3, 5)
 TRAIN_CELL = """\
@@ -120,6 +121,13 @@ def test_the_cli_batch_in_two_local_processes_marks_a_failing_combination_and_fi
     assert list(table.run_dir) == [str(good_dir), str(bad_dir)]
     assert table.last_eval_reward[0] == good["last_eval_reward"]
     assert table.error[1] == bad["error"] and table.attrs["batch_name"] == "cartpole"
+    # `maze-lab runs` lists the batch as one group, and --group shows only it
+    listed = list_runs(tmp_path)
+    assert set(listed.group) == {f"batch:{good['batch_id']}"}
+    assert main(["runs", "--base", str(tmp_path), "--group", good["batch_id"]]) == 0
+    out = capsys.readouterr().out
+    assert out.split("\n")[0].split()[:4] == ["created", "experiment", "group", "status"]
+    assert out.count(f"batch:{good['batch_id']}") == 2
 
 
 def test_a_batch_as_ray_tasks_gives_the_single_runs_numbers(notebook: Path, single_runs: dict[int, Path],

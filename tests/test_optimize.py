@@ -91,6 +91,7 @@ def test_trials_are_runs_that_compare(search: tuple) -> None:
     listed = list_runs(result.study_dir)
     assert sorted(Path(p).name for p in listed.run_dir) == ["trial_0000", "trial_0001", "trial_0002"]
     assert set(listed.status) == {"done"}
+    assert len(set(listed.group)) == 1 and listed.group[0] == f"study:{result.study_dir.name}"
     configs = [RunDirectory(d).read_config() for d in result.run_dirs]
     differing = differing_params(configs)
     # float ranges never repeat a value; the int and categorical keys may

@@ -57,6 +57,15 @@ def test_a_sweep_as_ray_tasks_gives_the_numbers_of_local_jobs(tmp_path: Path, lo
         assert "NoSuchEnv-v0" in str(err)
         summary = json.loads((path / "maze_lab_run.json").read_text())
         assert summary["status"] == "failed" and "NoSuchEnv-v0" in summary["error"]
+    # each sweep's runs (failed ones included) share one group in the runs table, in grid order
+    from maze_lab.run.runs import list_runs
+
+    for base, table in ((tmp_path / "ray", remote), (Path(local.run_dir[0]).parent.parent, local)):
+        listed = list_runs(base)
+        assert len(set(listed.group)) == 1 and listed.group[0].startswith("sweep:sweep-")
+        indices = [json.loads((Path(d) / "maze_lab_run.json").read_text())["sweep_index"] for d in table.run_dir]
+        assert indices == [0, 1, 2, 3]
+    assert list_runs(tmp_path / "ray").group[0] != list_runs(Path(local.run_dir[0]).parent.parent).group[0]
 
 
 def test_a_running_ray_is_joined_by_its_address(local_ray: object) -> None:

@@ -169,42 +169,23 @@ def _call(func: Callable[..., Any], *args: Any) -> Any:
     return func(*args)
 
 
-def portable_error(err: BaseException) -> BaseException:
-    """``err`` without its traceback where it survives pickling, else a RuntimeError with its text (an exception
+def portable_error(err: BaseException, fallback: type[Exception] = RuntimeError) -> BaseException:
+    """``err`` without its traceback where it survives pickling, else a ``fallback`` with its text (an exception
     class of a notebook cannot be unpickled in another process)."""
     try:
         pickle.loads(pickle.dumps(err))
     except Exception:  # noqa: BLE001 - any unpicklable exception
-        err = RuntimeError(f"{type(err).__name__}: {err}")
+        err = fallback(f"{type(err).__name__}: {err}")
     err.__traceback__ = None
     return err
 
 
-def train_config_task(config: dict, n_epochs: int | None, run_dir: str) -> tuple[str, BaseException | None]:
-    """Ray task of a sweep: train one composed config into ``run_dir``; returns the run directory and the error
-    where the run failed (its summary holds the traceback)."""
-    import torch
-    from omegaconf import OmegaConf
-
-    from maze_lab.run.run_context import _Run
-
-    threads = config.get("torch_threads", 1)
-    # tasks share their node: one thread each unless the config asks for more (as local grid workers do)
-    torch.set_num_threads(1 if threads is None else int(threads))
-    run = _Run(OmegaConf.create(config), {}, Path(run_dir), silent=True)
-    try:
-        run.train(n_epochs)
-    except Exception as err:  # noqa: BLE001 - reported to the sweep, which goes on with the other runs
-        return str(run.run_directory.path), portable_error(err)
-    finally:
-        run.close()
-    return str(run.run_directory.path), None
-
-
 def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_jobs: int,
-                               address: str | None = None) -> list[tuple[Path, BaseException | None]]:
-    """Train each composed config (plain dicts) as a Ray task, ``n_jobs`` at a time; returns per config its run
-    directory and its error (None where it trained).
+                               address: str | None = None, summaries: Sequence[dict] | None = None
+                               ) -> list[tuple[Path, BaseException | None]]:
+    """Train each composed config (plain dicts) as a Ray task (``run_context.train_config_in_worker``, as local
+    grid workers do), ``n_jobs`` at a time; returns per config its run directory and its error (None where it
+    trained). ``summaries``: per config, fields for its run's summary (the sweep id and index).
 
     The run directories are made here, before the tasks start, so that a task whose worker dies still has its run
     directory, which is then marked ``failed`` with the reason.
@@ -213,9 +194,13 @@ def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_
 
     # Ray first: an address that cannot be joined leaves no empty run directories behind
     ensure_ray(address, num_cpus=max(n_jobs, os.cpu_count() or 1) if address is None else None)
+    from maze_lab.run.run_context import train_config_in_worker
+
     run_dirs = [new_run_dir(cfg["log_base_dir"], cfg["experiment"]) for cfg in configs]
-    results = run_as_ray_tasks(train_config_task, [(cfg, n_epochs, str(path)) for cfg, path in
-                                                   zip(configs, run_dirs, strict=True)], n_jobs, address)
+    summaries = list(summaries) if summaries is not None else [{} for _ in configs]
+    results = run_as_ray_tasks(train_config_in_worker,
+                               [(cfg, n_epochs, str(path), summary) for cfg, path, summary in
+                                zip(configs, run_dirs, summaries, strict=True)], n_jobs, address)
     out: list[tuple[Path, BaseException | None]] = []
     for path, result in zip(run_dirs, results, strict=True):
         if isinstance(result, RayTaskFailed):

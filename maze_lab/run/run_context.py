@@ -6,6 +6,7 @@ import contextlib
 import contextvars
 import itertools
 import sys
+import secrets
 import threading
 import time
 import traceback
@@ -273,11 +274,15 @@ class RunContext:
                                      f"Use n_jobs=1 (launcher='local').")
         run_dirs: list[Path] = []
         failures: list[tuple[Path, BaseException]] = []
+        # the runs of one grid share a sweep id in their summaries: `maze-lab runs` lists them as one group
+        sweep_id = f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        summaries = [{"sweep_id": sweep_id, "sweep_index": i, "sweep_size": len(self.configs)}
+                     for i in range(len(self.configs))]
         if self.launcher == "ray":
             from maze_lab.run.ray_tasks import train_configs_as_ray_tasks
 
             for path, error in train_configs_as_ray_tasks([OmegaConf.to_container(c) for c in self.configs],
-                                                          n_epochs, self.n_jobs, self.ray_address):
+                                                          n_epochs, self.n_jobs, self.ray_address, summaries):
                 run_dirs.append(path)
                 if error is not None:
                     failures.append((path, error))
@@ -286,16 +291,16 @@ class RunContext:
             from concurrent.futures import ProcessPoolExecutor
 
             with ProcessPoolExecutor(max_workers=self.n_jobs, mp_context=mp.get_context("spawn")) as pool:
-                futures = [pool.submit(_train_config_in_worker, OmegaConf.to_container(c), n_epochs)
-                           for c in self.configs]
+                futures = [pool.submit(train_config_in_worker, OmegaConf.to_container(c), n_epochs, None, summary)
+                           for c, summary in zip(self.configs, summaries, strict=True)]
                 for future in futures:
                     path, error = future.result()
                     run_dirs.append(Path(path))
                     if error is not None:
                         failures.append((Path(path), error))
         else:
-            for cfg in self.configs:
-                run = _Run(cfg, self._objects, None, self.silent)
+            for cfg, summary in zip(self.configs, summaries, strict=True):
+                run = _Run(cfg, self._objects, None, self.silent, summary=summary)
                 self.runs.append(run)
                 try:
                     run.train(n_epochs)
@@ -392,26 +397,26 @@ def _previous_statistics(path: Path) -> Any:
     return store
 
 
-def _train_config_in_worker(config: dict, n_epochs: int | None) -> tuple[str, BaseException | None]:
-    """Worker-process entry point of parallel grids: the run directory, and the error where the run failed (its
-    summary records the traceback; an error that cannot be sent back comes as a RunFailedError with its text)."""
+def train_config_in_worker(config: dict, n_epochs: int | None, run_dir: str | None = None,
+                           summary: dict[str, Any] | None = None) -> tuple[str, BaseException | None]:
+    """One run of a grid in a worker process or a Ray task: train a composed config (a plain dict) into ``run_dir``
+    (None: a new one); returns the run directory and the error where the run failed (its summary records the
+    traceback; an error that cannot be sent back comes as a RunFailedError with its text).
+
+    :param summary: fields for the run's summary (the sweep id and index).
+    """
     import torch
+
+    from maze_lab.run.ray_tasks import portable_error
 
     threads = config.get("torch_threads", 1)
     # grid workers share the machine: one thread each unless the config asks for more
     torch.set_num_threads(1 if threads is None else int(threads))
-    run = _Run(OmegaConf.create(config), {}, None, silent=True)
+    run = _Run(OmegaConf.create(config), {}, None if run_dir is None else Path(run_dir), silent=True, summary=summary)
     try:
         run.train(n_epochs)
     except Exception as err:  # noqa: BLE001 - reported to the grid, which goes on with the other runs
-        import pickle
-
-        try:
-            pickle.loads(pickle.dumps(err))
-        except Exception:  # noqa: BLE001 - e.g. an exception class of the user's notebook
-            err = RunFailedError(f"{type(err).__name__}: {err}")
-        err.__traceback__ = None
-        return str(run.run_directory.path), err
+        return str(run.run_directory.path), portable_error(err, RunFailedError)
     finally:
         run.close()
     return str(run.run_directory.path), None
@@ -425,7 +430,7 @@ class _Run:
     """Builds and owns the parts of one run: envs, model, trainer, writers, run directory."""
 
     def __init__(self, config: DictConfig, objects: dict[str, Any], run_dir: Path | None, silent: bool,
-                 previous: Literal["none", "continue", "replace"] = "none"):
+                 previous: Literal["none", "continue", "replace"] = "none", summary: dict[str, Any] | None = None):
         self.config = config
         self.objects = objects
         self.silent = silent
@@ -440,7 +445,8 @@ class _Run:
         # versions() imports torch (about a second): it is recorded when the run is built, which for a background
         # run happens in the training thread, so that train_async() returns at once
         self.run_directory.write_summary(status="created", experiment=cfg.experiment, seed=cfg.seed,
-                                         created=time.strftime("%Y-%m-%dT%H:%M:%S"), objects=sorted(objects))
+                                         created=time.strftime("%Y-%m-%dT%H:%M:%S"), objects=sorted(objects),
+                                         **(summary or {}))
         from maze_lab.core.log_stats.writers import StatsStore
 
         # each finished epoch is appended to stats.arrows, off this thread (after those of the run it continues)

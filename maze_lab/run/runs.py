@@ -13,14 +13,16 @@ from maze_lab.core.utils.factory import TrustPolicy
 from maze_lab.run.run_dir import MARKER, DamagedRunError, RunDirectory
 
 
-def list_runs(base_dir: str | Path | None = None) -> Any:
-    """All run directories under ``base_dir`` (newest first) with status, seed and metrics.
+def list_runs(base_dir: str | Path | None = None, group: str | None = None) -> Any:
+    """All run directories under ``base_dir`` (newest first) with status, seed and metrics, and the ``group`` of runs
+    made together (a notebook batch, a sweep, an Optuna study: see :func:`run_group`).
 
     A run directory whose files cannot be read (an empty or invalid summary, an invalid ``config.yaml``, truncated
     statistics) is listed with status ``damaged`` and the ``reason``; the others list as usual.
 
     :param base_dir: default: the default location of runs (``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``;
         see ``maze_lab.run.run_dir.default_outputs_dir``), where the CLI and notebooks put them.
+    :param group: only the runs of this group (``sweep:…``, ``batch:…``, ``study:…``, or the id alone).
     """
     import pandas as pd
 
@@ -29,10 +31,12 @@ def list_runs(base_dir: str | Path | None = None) -> Any:
     base = Path(base_dir) if base_dir is not None else default_outputs_dir()
     rows = [_row(RunDirectory(p.parent)) for p in base.glob(f"**/{MARKER}")] if base.exists() else []
     df = pd.DataFrame(rows, columns=_COLUMNS)
+    if group is not None:
+        df = df[df.group.map(lambda g: g is not None and (g == group or g.split(":", 1)[1] == group))]
     return df.sort_values("created", ascending=False).reset_index(drop=True) if not df.empty else df
 
 
-_COLUMNS = ["run_dir", "experiment", "status", "created", "seed", "algorithm", "env", "epoch", "env_steps",
+_COLUMNS = ["run_dir", "experiment", "group", "status", "created", "seed", "algorithm", "env", "epoch", "env_steps",
             "best_eval_reward", "last_eval_reward", "final_train_reward", "reason"]
 
 _SUMMARY_FIELDS = ("experiment", "status", "created", "seed", "epoch", "env_steps", "best_eval_reward",
@@ -58,6 +62,7 @@ def _row(run: RunDirectory) -> dict[str, Any]:
     try:
         summary = run.read_summary()
         row.update({k: summary.get(k) for k in _SUMMARY_FIELDS})
+        row["group"] = run_group(summary)
         if row["created"] is not None:
             row["created"] = str(row["created"])  # sortable, whatever the file holds
         if run.config_file.exists():
@@ -68,6 +73,20 @@ def _row(run: RunDirectory) -> dict[str, Any]:
     except (DamagedRunError, OSError) as err:
         row["status"], row["reason"] = "damaged", " ".join(str(err).split())
     return row
+
+
+def run_group(summary: Mapping[str, Any]) -> str | None:
+    """The group a run belongs to, from its summary: ``batch:<id>`` (a notebook batch), ``sweep:<id>`` (a grid of
+    ``maze-lab sweep`` / ``RunContext(multirun=True)``), ``study:<name>`` (an Optuna trial of ``maze-lab
+    optimize``); None for a single run."""
+    if summary.get("batch_id"):
+        return f"batch:{summary['batch_id']}"
+    if summary.get("sweep_id"):
+        return f"sweep:{summary['sweep_id']}"
+    optuna = summary.get("optuna")
+    if isinstance(optuna, Mapping) and optuna.get("study"):
+        return f"study:{optuna['study']}"
+    return None
 
 
 def compare_runs(run_dirs: Iterable[str | Path], params: Iterable[str] = ()) -> Any:
