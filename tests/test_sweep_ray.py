@@ -66,6 +66,18 @@ def test_a_sweep_as_ray_tasks_gives_the_numbers_of_local_jobs(tmp_path: Path, lo
         indices = [json.loads((Path(d) / "maze_lab_run.json").read_text())["sweep_index"] for d in table.run_dir]
         assert indices == [0, 1, 2, 3]
     assert list_runs(tmp_path / "ray").group[0] != list_runs(Path(local.run_dir[0]).parent.parent).group[0]
+    # a sweep is compared as a grid from its group alone: the comparison widget over the base directory
+    from maze_lab.widgets.comparison import RunComparison
+
+    group = list_runs(tmp_path / "ray").group[0]
+    (tmp_path / "ray" / "default" / "unrelated").mkdir()  # a run of no group beside the sweep's
+    (tmp_path / "ray" / "default" / "unrelated" / "maze_lab_run.json").write_text('{"status": "done"}')
+    cmp = RunComparison.from_base_dir(tmp_path / "ray", group=group)
+    try:
+        assert sorted(cmp.table().run_dir) == sorted(remote.run_dir)
+        assert set(cmp.differing_params()) == {"seed", "env.name"}
+    finally:
+        cmp.close()
 
 
 def test_a_running_ray_is_joined_by_its_address(local_ray: object) -> None:

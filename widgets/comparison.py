@@ -123,13 +123,16 @@ class RunComparison(PollingView):
     :param base_dir: also take in every run under this directory, now and on each :meth:`update` (see
         :meth:`from_base_dir`).
     :param experiment: with ``base_dir``: only the runs of this experiment.
+    :param group: with ``base_dir``: only the runs of this sweep, notebook batch or Optuna study (the ``group`` of
+        ``maze-lab runs``, e.g. ``sweep:sweep-20261124-071500-ab12`` or ``study:optimize-ppo_cartpole``).
     """
 
     def __init__(self, runs: Any = (), statistics: Iterable[str] | None = None, refresh_seconds: float = 1.0,
-                 base_dir: str | Path | None = None, experiment: str | None = None):
+                 base_dir: str | Path | None = None, experiment: str | None = None, group: str | None = None):
         self.refresh_seconds = refresh_seconds
         self.base_dir: Path | None = Path(base_dir) if base_dir is not None else None
         self.experiment = experiment
+        self.group = group
         self._grid_context: Any = None
         self.grid_keys: list[str] = []
         self._entries: dict[str, _Entry] = {}
@@ -146,13 +149,14 @@ class RunComparison(PollingView):
         self.update(force=True)
 
     @classmethod
-    def from_base_dir(cls, base_dir: str | Path, experiment: str | None = None, **kwargs: Any) -> RunComparison:
-        """The runs under ``base_dir`` (only those of ``experiment`` where given); runs that appear later are picked
-        up by :meth:`update`, and runs deleted meanwhile stay listed as ``deleted``.
+    def from_base_dir(cls, base_dir: str | Path, experiment: str | None = None, group: str | None = None,
+                      **kwargs: Any) -> RunComparison:
+        """The runs under ``base_dir`` (only those of ``experiment`` and of ``group`` where given); runs that appear
+        later are picked up by :meth:`update`, and runs deleted meanwhile stay listed as ``deleted``.
 
         :param kwargs: ``statistics`` and ``refresh_seconds`` as for the constructor.
         """
-        return cls((), base_dir=base_dir, experiment=experiment, **kwargs)
+        return cls((), base_dir=base_dir, experiment=experiment, group=group, **kwargs)
 
     # ---- the set of runs -------------------------------------------------------------------------------------
     def _add_sources(self, runs: Any) -> None:
@@ -204,7 +208,7 @@ class RunComparison(PollingView):
                 if with_dir is not None:
                     new |= self._add(Path(with_dir.path))
         if self.base_dir is not None:
-            for path in find_run_dirs(self.base_dir, self.experiment):
+            for path in find_run_dirs(self.base_dir, self.experiment, self.group):
                 new |= self._add(path)
         return new
 
@@ -424,6 +428,8 @@ class RunComparison(PollingView):
             where = f" under <code>{html.escape(str(self.base_dir))}</code>"
             if self.experiment is not None:
                 where += f", experiment <b>{html.escape(self.experiment)}</b>"
+            if self.group is not None:
+                where += f", group <b>{html.escape(self.group)}</b>"
         if self.grid_keys:
             where += f", a grid over {html.escape(', '.join(self.grid_keys))}"
         parts = ", ".join(f"{n} {html.escape(s)}" for s, n in sorted(counts.items()))

@@ -32,7 +32,7 @@ def list_runs(base_dir: str | Path | None = None, group: str | None = None) -> A
     rows = [_row(RunDirectory(p.parent)) for p in base.glob(f"**/{MARKER}")] if base.exists() else []
     df = pd.DataFrame(rows, columns=_COLUMNS)
     if group is not None:
-        df = df[df.group.map(lambda g: g is not None and (g == group or g.split(":", 1)[1] == group))]
+        df = df[df.group.map(lambda g: in_group(g, group))]
     return df.sort_values("created", ascending=False).reset_index(drop=True) if not df.empty else df
 
 
@@ -87,6 +87,12 @@ def run_group(summary: Mapping[str, Any]) -> str | None:
     if isinstance(optuna, Mapping) and optuna.get("study"):
         return f"study:{optuna['study']}"
     return None
+
+
+def in_group(run_group_name: str | None, group: str) -> bool:
+    """Whether a run of group ``run_group_name`` (see :func:`run_group`) is in ``group`` (``sweep:<id>`` or the id
+    alone)."""
+    return run_group_name is not None and group in (run_group_name, run_group_name.split(":", 1)[1])
 
 
 def compare_runs(run_dirs: Iterable[str | Path], params: Iterable[str] = ()) -> Any:
@@ -322,22 +328,28 @@ def differing_params(configs: Iterable[Mapping[str, Any]],
     return out
 
 
-def find_run_dirs(base_dir: str | Path, experiment: str | None = None) -> list[Path]:
+def find_run_dirs(base_dir: str | Path, experiment: str | None = None, group: str | None = None) -> list[Path]:
     """The run directories under ``base_dir`` (those holding a ``maze_lab_run.json``), oldest path first; with
     ``experiment``, only those of that experiment (the summary's ``experiment``, or for a summary that cannot be
-    read, the name of the directory above the run, as ``<log_base_dir>/<experiment>/<timestamp>`` lays them out)."""
+    read, the name of the directory above the run, as ``<log_base_dir>/<experiment>/<timestamp>`` lays them out);
+    with ``group``, only the runs of that sweep, notebook batch or Optuna study (see :func:`run_group`)."""
     base = Path(base_dir)
     if not base.is_dir():
         return []
     found = sorted(p.parent for p in base.glob(f"**/{MARKER}"))
-    if experiment is None:
+    if experiment is None and group is None:
         return found
     out = []
     for path in found:
         try:
-            name = RunDirectory(path).read_summary().get("experiment")
+            summary = RunDirectory(path).read_summary()
         except (DamagedRunError, OSError):
-            name = None
-        if (name if name is not None else path.parent.name) == experiment:
-            out.append(path)
+            summary = None
+        if experiment is not None:
+            name = summary.get("experiment") if summary is not None else None
+            if (name if name is not None else path.parent.name) != experiment:
+                continue
+        if group is not None and not in_group(run_group(summary) if summary is not None else None, group):
+            continue
+        out.append(path)
     return out
