@@ -18,7 +18,6 @@ traceback (an env's error would only repeat).
 from __future__ import annotations
 
 import copy
-import os
 import sys
 import time
 from collections import deque
@@ -30,7 +29,7 @@ import numpy as np
 
 from maze_lab.run.ray_tasks import remote_worker_class, stop_ray_actors
 from maze_lab.train.ray_config import RayWorkerSettings
-from maze_lab.train.ray_rollouts import RayWorkerError, get_from_worker
+from maze_lab.train.ray_rollouts import RayWorkerError, _RolloutWorker, get_from_worker
 from maze_lab.train.trainers.impala.actors import (
     ImpalaActorError,
     Trajectory,
@@ -50,34 +49,21 @@ class ImpalaRayActorError(ImpalaActorError, RayWorkerError):
     were shut down."""
 
 
-class _ImpalaRayWorker:
-    """The body of an IMPALA Ray actor: a vector env of its actors' envs, a RolloutGenerator and a policy copy."""
+class _ImpalaRayWorker(_RolloutWorker):
+    """The body of an IMPALA Ray actor: a rollout worker's vector env of its IMPALA actors' envs and policy copy,
+    returning one trajectory per env and tagging them with the version of the weights that acted."""
 
     def __init__(self, actors: list[int], factories_payload: bytes, policy_payload: bytes, n_rollout_steps: int,
                  seed: int | None):
-        import torch
-
-        from maze_lab.train.trainers.common.rollout import RolloutGenerator
-        from maze_lab.train.vector_env import SequentialVectorEnv
-
-        torch.set_num_threads(1)  # one core per worker: more threads only contend with the other workers
-        if seed is not None:
-            torch.manual_seed(seed)
+        super().__init__(actors[0], factories_payload, policy_payload, seed)
         self.actors = actors
-        self.venv = SequentialVectorEnv(cloudpickle.loads(factories_payload))
-        self.policy = cloudpickle.loads(policy_payload)
         self.policy.eval()
         self.tensors = _policy_tensors(self.policy)
-        self.generator = RolloutGenerator(self.venv)
         self.generator.reset(seed)
         self.n_rollout_steps = n_rollout_steps
         self.version = -1
 
-    def pid(self) -> int:
-        """The worker's process id (named in errors)."""
-        return os.getpid()
-
-    def rollout(self, weights: np.ndarray | None, version: int) -> list[Trajectory]:
+    def trajectories(self, weights: np.ndarray | None, version: int) -> list[Trajectory]:
         """Load ``weights`` (those of update ``version``; None: the worker holds them already), roll out and return
         one trajectory per env; the finished episodes' statistics travel with the first."""
         from maze_lab.train.vector_env import pop_episode_stats
@@ -89,14 +75,6 @@ class _ImpalaRayWorker:
         episodes = pop_episode_stats(self.venv.envs)
         return [Trajectory(self.actors[i], self.version, part, episodes if i == 0 else [])
                 for i, part in enumerate(split_rollout(rollout))]
-
-    def close(self) -> None:
-        """Flush the envs' event logs and close them."""
-        for env in self.venv.envs:
-            flush = getattr(env, "flush_event_logs", None)
-            if flush is not None:
-                flush()
-        self.venv.close()
 
 
 class RayActorPool:
@@ -187,7 +165,7 @@ class RayActorPool:
                 continue
             weights = self._weights_ref if self._held[w] != self._version else None
             self._held[w] = self._version
-            self._in_flight[worker.rollout.remote(weights, self._version)] = w
+            self._in_flight[worker.trajectories.remote(weights, self._version)] = w
 
     def get(self, timeout: float) -> Trajectory:
         """The next trajectory; raises ImpalaRayActorError where a worker failed or died with no restart left, or
