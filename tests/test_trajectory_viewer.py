@@ -311,6 +311,111 @@ def test_the_viewer_draws_ahead_on_the_kernel_event_loop(cutting_dir):
     assert before == [False, False, False] and after == [True, True, True]
 
 
+def test_the_viewer_redraws_one_cutting2d_figure_into_the_pictures_of_new_ones(cutting_dir):
+    """The viewer builds Cutting-2D's figure once per episode and redraws every later step into it (over a kept
+    background of ticks and grids); each picture equals the one drawn from a new figure per step."""
+    from maze_lab.core.env.interfaces import Renderer
+    from maze_lab.examples.cutting2d.env.renderer import Cutting2DRenderer
+    from maze_lab.widgets.trajectory_data import TrajectoryData
+
+    class Counting(Cutting2DRenderer):
+        """Counts the figures it builds."""
+
+        built = 0
+
+        def render(self, *args, **kwargs):
+            type(self).built += 1
+            return super().render(*args, **kwargs)
+
+    class NewFigures:
+        """Cutting-2D's renderer without ``redraw``: the viewer draws a new figure for every step."""
+
+        def __init__(self) -> None:
+            self.renderer = Cutting2DRenderer()
+
+        def render(self, *args, **kwargs):
+            return self.renderer.render(*args, **kwargs)
+
+    class Plain(Renderer):
+        """A renderer with the interface's default ``redraw``: a new figure each time."""
+
+        def render(self, *args, **kwargs):
+            return Cutting2DRenderer().render(*args, **kwargs)
+
+    episode = list_episodes(cutting_dir)[0]
+    # one cached picture: steps shown again are drawn again, after others (the kept backgrounds are reused)
+    redrawn = TrajectoryData(episode, renderer=Counting(), cache_size=1)
+    plain = TrajectoryData(episode, renderer=Plain(), cache_size=1)
+    reference = TrajectoryData(episode, renderer=NewFigures(), cache_size=1)
+    n = redrawn.load(0).n_steps
+    order = [0, *range(n - 1, 0, -1), 3, 0, 5]
+    for step in order:
+        expected = _decode_png(reference.png(0, step))
+        for data in (redrawn, plain):
+            picture = _decode_png(data.png(0, step))
+            assert picture.shape == expected.shape and np.array_equal(picture, expected), f"step {step} differs"
+    assert len(order) == n + 3 and Counting.built == 1
+
+
+def _saved_picture(fig) -> np.ndarray:
+    """The RGB picture ``savefig`` writes of a figure at 72 dpi (the figure keeps that dpi for its transforms)."""
+    fig.set_dpi(72)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=72)
+    return _decode_png(buf.getvalue())[..., :3].astype(int)
+
+
+def test_a_redrawn_cutting2d_step_shows_its_state_and_nothing_of_the_last():
+    """Redrawn in place after other steps (an invalid piece with its red title, other pieces), Cutting-2D's picture
+    is the one a new figure shows: the selected piece, the order and the remains on the left, each inventory
+    piece and the order (in a different colour) on the right, and nothing where the state has no piece."""
+    from maze_lab.examples.cutting2d import Cutting2DMazeState
+    from maze_lab.examples.cutting2d.env.renderer import Cutting2DRenderer
+
+    renderer = Cutting2DRenderer()
+    earlier = Cutting2DMazeState([[8, 8], [2, 6], [6, 2], [3, 7]], 10, (4, 4), (8, 8))
+    state = Cutting2DMazeState([[8, 8], [3, 5], [5, 3], [4, 4]], 10, (2, 3), (8, 8))
+    action = Cutting2DMazeAction(piece_id=1)  # the 3×5 piece, the 2×3 order as ordered, x first
+    fig = renderer.render(earlier, Cutting2DMazeAction(piece_id=9))  # no such piece: a red title and a note
+    assert renderer.redraw(fig, earlier, Cutting2DMazeAction(piece_id=3, rotate=True)) is fig
+    assert renderer.redraw(fig, state, action) is fig
+    picture = _saved_picture(fig)
+    assert np.array_equal(picture, _saved_picture(renderer.render(state, action)))
+
+    height = picture.shape[0]
+    ax_cut, ax_inv = fig.axes
+
+    def colour(ax, x: float, y: float) -> np.ndarray:
+        px, py = ax.transData.transform((x, y))
+        return picture[int(height - py), int(px)]
+
+    def reddish(c: np.ndarray) -> bool:
+        return c[0] > 150 and c[1] < 110 and c[2] < 110
+
+    def background(c: np.ndarray) -> bool:  # white, or the faint green of the region that fits the order
+        return bool(np.all(c > 215))
+
+    # left: the order (red) in the corner of the selected piece, the two remains (blue, teal), nothing beyond
+    # (sampled away from the size labels in the middle of each region and the cut numbers)
+    assert reddish(colour(ax_cut, 0.4, 0.5))
+    right_remain, top_remain = colour(ax_cut, 2.5, 4.2), colour(ax_cut, 1.5, 4.6)
+    assert right_remain[2] > right_remain[0] + 30 and top_remain[1] > top_remain[0] + 40
+    assert background(colour(ax_cut, 4.2, 2.0)) and background(colour(ax_cut, 1.0, 5.15))
+    # right: a grey marker on each inventory piece (short side, long side), the order in red, nothing elsewhere
+    order = colour(ax_inv, 2, 3)
+    assert reddish(order)
+    for short, long in [(8, 8), (3, 5), (4, 4)]:
+        piece = colour(ax_inv, short, long)
+        assert piece.max() < 170 and piece.max() - piece.min() < 40, (short, long, piece)
+        assert np.abs(piece - order).sum() > 100  # inventory and order differ in colour
+    for short, long in [(2, 6), (3, 7), (6, 7)]:  # the earlier step's pieces are gone; an empty spot
+        assert background(colour(ax_inv, short, long)), (short, long)
+    # the selected piece is ringed in blue
+    px, py = ax_inv.transData.transform((3, 5))
+    ring = picture[int(height - py) - 12:int(height - py) + 13, int(px) - 12:int(px) + 13]
+    assert np.any((ring[..., 2] > ring[..., 0] + 80) & (ring[..., 2] > 150))
+
+
 
 def test_envs_without_a_picture_show_numbers_and_a_note(tmp_path):
     """A Gymnasium env made without rgb_array has neither a renderer nor frames: the viewer plots the numbers."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,8 @@ from maze_lab.core.trajectory.serialization import ClassAllowList
 Source = EpisodeRecord | str | Path
 
 _MAX_LINES = 8
+_MAX_BACKGROUNDS = 16
+"""Kept backgrounds of the redrawn figure (one per distinct axes limits, about 1.2 MB each at 72 dpi)."""
 MAX_EXTRA_SERIES = 12
 """Per-step series beyond reward and return that the strip offers at most (info values, event counts)."""
 
@@ -90,8 +92,9 @@ class TrajectoryData:
     :param cache_size: step pictures (PNG bytes) kept for scrubbing back and forth.
     :param limits: reading limits for the files (default :data:`~maze_lab.core.trajectory.files.DEFAULT_LIMITS`).
     :param reuse_layout: draw later steps of an episode with the subplot positions the renderer's layout engine
-        found for its first drawn step (where the figure has the same size and axes grid); pass False for a
-        renderer whose decorations change size from step to step.
+        found for its first drawn step (where the figure has the same size and axes grid), and let a renderer
+        with a ``redraw`` method draw them into that step's figure in place; pass False for a renderer whose
+        decorations change size from step to step.
     """
 
     def __init__(self, source: Source | Sequence[Source], allowed_classes: Iterable[str | type] | None = None,
@@ -104,6 +107,10 @@ class TrajectoryData:
         self.limits = limits
         self.reuse_layout = reuse_layout
         self._layouts: dict[int, tuple[tuple, list[Any]]] = {}
+        self._live: tuple[int, Any] | None = None
+        """(episode, figure): the figure the renderer redraws the episode's next step into (see ``_draw``)."""
+        self._backgrounds: OrderedDict[tuple, Any] = OrderedDict()
+        """Pictures of that figure without its animated artists, by figure, size, dpi and background key."""
         self.sources: list[EpisodeRecord | Path] = self._collect(source)
         self._loaded: OrderedDict[int, EpisodeRecord] = OrderedDict()
         self._pngs: OrderedDict[tuple[int, int], bytes | None] = OrderedDict()
@@ -216,36 +223,113 @@ class TrajectoryData:
         if not self.drawable(i, rec):
             return None
         renderer, _ = self.renderer(i)
-        fig = renderer.render(rec.maze_state, rec.maze_action, events=[event_view(e) for e in rec.events])
-        return self._savefig(fig, i)
+        events = [event_view(e) for e in rec.events]
+        # with reuse_layout, a renderer that can update its figure in place draws every later step of the
+        # episode into the figure of its first drawn step: no new figure, axes and ticks per step, and only the
+        # step's own (animated) artists are drawn over a kept background (see _blit); Cutting-2D: half the time
+        redraw = getattr(renderer, "redraw", None) if self.reuse_layout else None
+        live = self._live[1] if self._live is not None and self._live[0] == i else None
+        try:
+            if live is not None and callable(redraw):
+                fig = redraw(live, rec.maze_state, rec.maze_action, events=events)
+                key_of = getattr(renderer, "background_key", None)
+                background = (key_of(fig),) if callable(key_of) else (None,)
+            else:
+                fig = renderer.render(rec.maze_state, rec.maze_action, events=events)
+                background = None
+        except Exception:
+            self._drop_live()  # it may be half drawn
+            raise
+        return self._savefig(fig, i, keep=callable(redraw), background=background)
 
-    def _savefig(self, fig: Any, i: int | None = None) -> bytes:
-        """PNG bytes of a figure, drawn once on an Agg canvas and encoded at a fast compression level.
+    def _savefig(self, fig: Any, i: int | None = None, keep: bool = False,
+                 background: tuple[Hashable | None] | None = None) -> bytes:
+        """PNG bytes of a figure, drawn on an Agg canvas and encoded at a fast compression level.
 
         With ``reuse_layout``, the first figure drawn for episode ``i`` runs its layout engine (constrained or
         tight layout: about a third of the drawing time) and later figures of the same axes grid reuse the
         subplot positions it found.
+
+        :param keep: keep the figure (its layout frozen) for the renderer to redraw the episode's next step into,
+            instead of clearing it.
+        :param background: for a figure from the renderer's ``redraw``: ``(its background_key,)``; its animated
+            artists are drawn on top of a kept picture of the rest while that key stays the same (None: no kept
+            picture, the rest is drawn each time).
         """
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+        live = self._live is not None and self._live[1] is fig
         try:
             fig.set_dpi(self.dpi)
-            key = _layout_key(fig)
-            saved = self._layouts.get(i) if self.reuse_layout and i is not None else None
-            if saved is not None and saved[0] == key:
-                fig.set_layout_engine("none")
-                for ax, pos in zip(fig.axes, saved[1], strict=True):
-                    ax.set_position(pos)
-            canvas = FigureCanvasAgg(fig)
-            canvas.draw()
-            if self.reuse_layout and i is not None and (saved is None or saved[0] != key):
+            key = saved = None
+            if not live:  # a live figure has kept its positions since its first step
+                key = _layout_key(fig)
+                saved = self._layouts.get(i) if self.reuse_layout and i is not None else None
+                if saved is not None and saved[0] == key:
+                    fig.set_layout_engine("none")
+                    for ax, pos in zip(fig.axes, saved[1], strict=True):
+                        ax.set_position(pos)
+            canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+            if background is None:
+                canvas.draw()
+            else:
+                self._blit(fig, canvas, background[0])
+            if not live and self.reuse_layout and i is not None and (saved is None or saved[0] != key):
                 self._layouts[i] = (key, [ax.get_position(original=True) for ax in fig.axes])
             # a low compression level: the bytes go to the browser once, the encoding is paid on every step
-            return encode_png(np.asarray(canvas.buffer_rgba())[..., :3], level=1)
-        finally:
-            if "matplotlib.pyplot" in sys.modules:
-                sys.modules["matplotlib.pyplot"].close(fig)
-            fig.clear()
+            png = encode_png(np.asarray(canvas.buffer_rgba())[..., :3], level=1)
+        except Exception:
+            if live:
+                self._drop_live()
+            else:
+                _discard(fig)
+            raise
+        if keep and i is not None:
+            if not live:
+                self._drop_live()
+                fig.set_layout_engine("none")  # later steps keep the positions the engine found now
+                self._live = (i, fig)
+        elif live:
+            self._drop_live()
+        else:
+            _discard(fig)
+        return png
+
+    def _blit(self, fig: Any, canvas: Any, key: Hashable | None) -> None:
+        """Draw a redrawn figure: its background (the artists that are not animated) from the kept picture of
+        the same key where there is one, else drawn (and kept); then its animated artists on top, in the order
+        matplotlib draws them (axes by axes, by zorder, then the figure's own)."""
+        full = (id(fig), tuple(np.round(fig.get_size_inches(), 3)), fig.dpi, key)
+        region = self._backgrounds.get(full) if key is not None else None
+        if region is None:
+            canvas.draw()  # leaves the animated artists out
+            if key is not None:
+                self._backgrounds[full] = canvas.copy_from_bbox(fig.bbox)
+                while len(self._backgrounds) > _MAX_BACKGROUNDS:
+                    self._backgrounds.popitem(last=False)
+        else:
+            self._backgrounds.move_to_end(full)
+            canvas.restore_region(region)
+            for ax in fig.axes:  # what a full draw would do first: fit the box to the (equal) aspect
+                ax.apply_aspect()
+        for ax in fig.axes:
+            for artist in sorted((a for a in ax.get_children() if a.get_animated() and a.get_visible()),
+                                 key=lambda a: a.get_zorder()):
+                fig.draw_artist(artist)
+        for artist in sorted((a for a in fig.get_children() if a.get_animated() and a.get_visible()),
+                             key=lambda a: a.get_zorder()):
+            fig.draw_artist(artist)
+
+    def close(self) -> None:
+        """Free the figure kept for redrawing and its kept backgrounds (pictures and episodes stay)."""
+        self._drop_live()
+
+    def _drop_live(self) -> None:
+        """Forget (and clear) the figure kept for redrawing, and its kept backgrounds."""
+        if self._live is not None:
+            _discard(self._live[1])
+            self._live = None
+        self._backgrounds.clear()
 
     # ---- the numbers plot (no renderer, no frames) ----------------------------------------------------------
     def numbers(self, i: int) -> dict[str, Any] | None:
@@ -350,6 +434,13 @@ class TrajectoryData:
                 "extra": {k: v for k, v in extra.items() if not np.all(np.isnan(v))}}
         self._strips[i] = data
         return data
+
+
+def _discard(fig: Any) -> None:
+    """Free a figure: close it in pyplot (where a renderer used it) and drop its artists."""
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close(fig)
+    fig.clear()
 
 
 def _layout_key(fig: Any) -> tuple:

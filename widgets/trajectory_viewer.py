@@ -438,6 +438,7 @@ class TrajectoryViewer:
         if self._ahead is not None:
             self._ahead.cancel()
             self._ahead = None
+        self.data.close()
         self.strip.close()
         for widget in (self.title, self.episode_dropdown, self.play, self.slider, self.prev_button,
                        self.next_button, self.image, self.note, self.info, self._strip_box):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
+from weakref import WeakSet
 
 import numpy as np
+from matplotlib import rcParams
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
@@ -22,6 +24,12 @@ SELECT_COLOR = "#1f6fb2"
 OK_COLOR = "#1e8449"
 BAD_COLOR = "#c0392b"
 _SHOWN_TOPICS = ("CuttingEvents", "InventoryEvents")
+_FIGSIZE = (11.0, 5.4)
+_TITLE_Y = 1.0
+"""Panel titles sit on the axes' top edge, where matplotlib would put them (there are no ticks or labels on top);
+giving it saves matplotlib measuring all tick labels to place them on every draw."""
+_OWN_FIGURES: WeakSet[Figure] = WeakSet()
+"""Figures made by :meth:`Cutting2DRenderer.render`: the ones :meth:`Cutting2DRenderer.redraw` may draw into."""
 
 
 class Cutting2DRenderer(Renderer):
@@ -36,17 +44,68 @@ class Cutting2DRenderer(Renderer):
     def render(self, maze_state: Cutting2DMazeState, maze_action: Cutting2DMazeAction | None, events: Any = None,
                **kwargs: Any) -> Figure:
         """A new figure of the step; ``figsize`` and ``title`` are optional keyword arguments."""
-        fig = Figure(figsize=kwargs.get("figsize", (11.0, 5.4)))
+        fig = Figure(figsize=kwargs.get("figsize", _FIGSIZE))
         fig.set_layout_engine("constrained", rect=(0.0, 0.05, 1.0, 0.95))  # room for the status line below
-        ax_cut, ax_inv = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.0, 1.1]})
-        status = self._draw_cut(ax_cut, maze_state, maze_action)
-        self._draw_inventory(ax_inv, maze_state, maze_action)
-        title = kwargs.get("title") or "Cutting 2D"
-        fig.suptitle(title, fontsize=14, fontweight="bold", x=0.01, ha="left")
+        fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.0, 1.1]})
+        _OWN_FIGURES.add(fig)
+        self._draw_step(fig, maze_state, maze_action, events, kwargs.get("title"))
+        return fig
+
+    def redraw(self, fig: Figure | None, maze_state: Cutting2DMazeState, maze_action: Cutting2DMazeAction | None,
+               events: Any = None, **kwargs: Any) -> Figure:
+        """The step drawn into ``fig``, a figure that :meth:`render` made, in place: the figure, its axes and their
+        ticks stay, the step's own artists (pieces, cuts, markers, texts, legends) are replaced; the picture is the
+        one :meth:`render` draws. Any other ``fig`` (or a different ``figsize``) gets a new figure.
+
+        The step's artists come back animated (see :meth:`background_key`): ``savefig`` draws them as usual, a
+        plain ``canvas.draw()`` leaves them out for the caller to draw on top of a kept background."""
+        size = kwargs.get("figsize")
+        if (fig is None or fig not in _OWN_FIGURES or len(fig.axes) != 2
+                or (size is not None and tuple(fig.get_size_inches()) != tuple(size))):
+            fig = self.render(maze_state, maze_action, events, **kwargs)
+            self._mark_step_artists(fig)
+            return fig
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            if legend is not None:
+                legend.remove()
+            for artist in [*ax.patches, *ax.lines, *ax.texts, *ax.collections]:
+                artist.remove()
+            # the last step's titles may carry its colour: start from the figure's default text colour
+            ax.set_title("", loc="left", y=_TITLE_Y, color=rcParams["text.color"])
+            ax.ignore_existing_data_limits = True  # the limits are set per step; forget the last step's data
+        self._draw_step(fig, maze_state, maze_action, events, kwargs.get("title"))
+        self._mark_step_artists(fig)
+        return fig
+
+    def background_key(self, fig: Figure) -> tuple:
+        """What the figure's background (all but its animated artists, see :meth:`redraw`) depends on: the
+        figure title and the panels' limits (their ticks, tick labels and grids follow from them)."""
+        return (fig.get_suptitle(), *((ax.get_xlim(), ax.get_ylim()) for ax in fig.axes))
+
+    @staticmethod
+    def _mark_step_artists(fig: Figure) -> None:
+        """Mark what changes from step to step animated: a viewer keeps a picture of the rest (figure title,
+        axes backgrounds, ticks, labels, grids) and draws only these on top, in matplotlib's blitting way."""
+        for ax in fig.axes:
+            for artist in ax.get_children():
+                # the axes background and the axes' ticks, labels and grids (below everything else) stay
+                if artist is not ax.patch and artist is not ax.xaxis and artist is not ax.yaxis:
+                    artist.set_animated(True)
+
+    def _draw_step(self, fig: Figure, state: Cutting2DMazeState, action: Cutting2DMazeAction | None, events: Any,
+                   title: str | None) -> None:
+        """Draw a step into the two (empty) axes of ``fig``, with the title and the status line."""
+        ax_cut, ax_inv = fig.axes
+        status = self._draw_cut(ax_cut, state, action)
+        self._draw_inventory(ax_inv, state, action)
+        fig.suptitle(title or "Cutting 2D", fontsize=14, fontweight="bold", x=0.01, ha="left")
         names = self._event_names(events)
         footer = status if not names else f"{status}    events: {', '.join(names)}"
-        fig.text(0.01, 0.005, footer, fontsize=9, color="#444444", ha="left", va="bottom")
-        return fig
+        # placed on the figure but owned by the left axes: matplotlib's savefig draws an axes' animated artists
+        # (see redraw), not a figure's; out of the layout, which leaves room for it below
+        ax_cut.text(0.01, 0.005, footer, fontsize=9, color="#444444", ha="left", va="bottom",
+                    transform=fig.transFigure, in_layout=False)
 
     # --- left panel ----------------------------------------------------------------------------------
     def _draw_cut(self, ax: Any, state: Cutting2DMazeState, action: Cutting2DMazeAction | None) -> str:
@@ -70,7 +129,7 @@ class Cutting2DRenderer(Renderer):
         if action is None:
             ax.add_patch(Rectangle((0, 0), dx, dy, fc=ORDER_COLOR, ec="black", alpha=0.85, zorder=3,
                                    label=f"order {dx}×{dy}"))
-            ax.set_title(f"Order {dx}×{dy}: no action", loc="left", fontsize=12)
+            ax.set_title(f"Order {dx}×{dy}: no action", loc="left", fontsize=12, y=_TITLE_Y)
             self._legend_below(ax)
             return "no action"
 
@@ -81,7 +140,8 @@ class Cutting2DRenderer(Renderer):
             ax.text(0.5, 0.8, f"piece #{pid} does not exist\n(the inventory holds {held})", transform=ax.transAxes,
                     ha="center", va="center", fontsize=12, color=BAD_COLOR, fontweight="bold", zorder=5,
                     bbox={"boxstyle": "round,pad=0.4", "fc": "white", "ec": BAD_COLOR})
-            ax.set_title(f"Order {dx}×{dy} from piece #{pid}: invalid piece", loc="left", fontsize=12, color=BAD_COLOR)
+            ax.set_title(f"Order {dx}×{dy} from piece #{pid}: invalid piece", loc="left", fontsize=12, y=_TITLE_Y,
+                         color=BAD_COLOR)
             self._legend_below(ax)
             return f"invalid piece selection #{pid}"
 
@@ -94,7 +154,8 @@ class Cutting2DRenderer(Renderer):
         if not fits:
             ax.add_patch(Rectangle((0, 0), ox, oy, fc=ORDER_COLOR, ec=BAD_COLOR, lw=2, alpha=0.45, hatch="//",
                                    zorder=3, label=f"order {ox}×{oy} ({orient})"))
-            ax.set_title(f"Order {dx}×{dy} does not fit piece #{pid}", loc="left", fontsize=12, color=BAD_COLOR)
+            ax.set_title(f"Order {dx}×{dy} does not fit piece #{pid}", loc="left", fontsize=12, y=_TITLE_Y,
+                         color=BAD_COLOR)
             self._legend_below(ax)
             return f"invalid cut: order {ox}×{oy} ({orient}) does not fit piece #{pid} {px}×{py}"
 
@@ -132,7 +193,8 @@ class Cutting2DRenderer(Renderer):
             ax.annotate(str(k), (mx, my), fontsize=9, fontweight="bold", ha="center", va="center", zorder=6,
                         bbox={"boxstyle": "circle,pad=0.2", "fc": "white", "ec": "black", "lw": 1.0})
         order_txt = "y first" if action.reverse_cutting_order else "x first"
-        ax.set_title(f"Cut {dx}×{dy} from piece #{pid} ({orient}, {order_txt})", loc="left", fontsize=12)
+        ax.set_title(f"Cut {dx}×{dy} from piece #{pid} ({orient}, {order_txt})", loc="left", fontsize=12,
+                     y=_TITLE_Y)
         self._legend_below(ax)
         raw = (px, py) == (rx, ry)
         return f"valid cut from piece #{pid} {px}×{py}" + (" (a raw piece: a new one is replenished)" if raw else "")
@@ -171,7 +233,8 @@ class Cutting2DRenderer(Renderer):
             sx, lx = inv[int(action.piece_id)]
             ax.scatter([sx], [lx], s=220, facecolors="none", edgecolors=SELECT_COLOR, lw=2.2, zorder=6,
                        label=f"selected piece #{int(action.piece_id)}")
-        ax.set_title(f"Inventory: {len(inv)} / {state.max_pieces_in_inventory} pieces", loc="left", fontsize=12)
+        ax.set_title(f"Inventory: {len(inv)} / {state.max_pieces_in_inventory} pieces", loc="left", fontsize=12,
+                     y=_TITLE_Y)
         self._legend_below(ax)
 
     @staticmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -99,6 +100,25 @@ class Renderer(ABC):
     def render(self, maze_state: MazeStateType, maze_action: MazeActionType | None, events: Any = None,
                **kwargs: Any) -> Figure:
         """Return a new figure of the state; never uses global pyplot state."""
+
+    def redraw(self, fig: Figure | None, maze_state: MazeStateType, maze_action: MazeActionType | None,
+               events: Any = None, **kwargs: Any) -> Figure:
+        """The state drawn into ``fig``, a figure this renderer returned before, where the renderer can update
+        one in place (a viewer showing step after step then skips building the figure, its axes and ticks).
+
+        The result must look like :meth:`render`'s when saved. Artists of the axes that belong to the step alone
+        may come back animated (``artist.set_animated(True)``), as for matplotlib's blitting: ``savefig`` draws
+        them (an axes' ones, not the figure's own), ``canvas.draw()`` leaves them out, and a viewer draws them on
+        top of a kept picture of the rest (the background; see :meth:`background_key`). Everything not animated
+        must lie below them. This default draws a new figure (``fig`` is left alone); renderers that update their
+        figure from step to step override it.
+        """
+        return self.render(maze_state, maze_action, events=events, **kwargs)
+
+    def background_key(self, fig: Figure) -> Hashable | None:
+        """What the background of a :meth:`redraw` figure (its artists that are not animated) depends on: a viewer
+        reuses a kept background while the key stays equal (at the same size and dpi); None keeps none."""
+        return None
 
     def render_to_png(self, path: str, maze_state: MazeStateType, maze_action: MazeActionType | None = None,
                       **kwargs: Any) -> str:
