@@ -393,9 +393,14 @@ def validate_config(cfg: DictConfig) -> None:
         key = "n_epochs" if cfg.get("n_epochs") is not None else "algorithm.n_epochs"
         raise ConfigurationError(f"{key} must be >= 0 (0 or null: until early stopping), got {epochs}")
     runner = cfg.runner
-    if runner.get("vector_env") not in ("sequential", "subprocess", "ray"):
+    if runner.get("vector_env") not in ("sequential", "subprocess", "ray", "processes"):
         raise ConfigurationError(f"runner.vector_env must be 'sequential' (runner=dev) or 'subprocess' (runner=local), "
-                                 f"or 'ray' (runner=ray), got {runner.get('vector_env')!r}")
+                                 f"or rollout workers: 'processes' (runner=processes) or 'ray' (runner=ray), got "
+                                 f"{runner.get('vector_env')!r}")
+    if runner.get("vector_env") == "processes":
+        from maze_lab.train.process_rollouts import validate_process_runner
+
+        validate_process_runner(runner, algorithm)
     if runner.get("vector_env") == "ray":
         from maze_lab.train.ray_config import validate_ray_runner
 

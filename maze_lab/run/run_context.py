@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
-import sys
 import secrets
+import sys
 import threading
 import time
 import traceback
@@ -513,9 +513,9 @@ class _Run:
             writers.append(ConsoleWriter())
         self.writers = writers
         venv_cls = {"sequential": SequentialVectorEnv, "subprocess": SubprocVectorEnv}.get(runner.vector_env)
-        if venv_cls is None and runner.vector_env != "ray":
-            raise ConfigurationError(f"runner.vector_env must be 'sequential', 'subprocess' or 'ray', got "
-                                     f"'{runner.vector_env}'")
+        if venv_cls is None and runner.vector_env not in ("ray", "processes"):
+            raise ConfigurationError(f"runner.vector_env must be 'sequential', 'subprocess', 'processes' or 'ray', "
+                                     f"got '{runner.vector_env}'")
         algorithm = self._algorithm_config()
         trainer_cls = _trainer_class(algorithm)
         eval_env = self.eval_env = SequentialVectorEnv(
@@ -550,6 +550,17 @@ class _Run:
 
             generator = ray_rollout_generator(runner, trainer_cls, lambda i: self.env_factory(i, "train"), writers,
                                               eval_env)
+            self.train_env = generator.env
+            trainer = trainer_cls(algorithm, self._model(eval_env), rollout_generator=generator, evaluator=evaluator,
+                                  writers=writers, checkpoint_dir=self.run_directory.checkpoint_dir)
+        elif runner.vector_env == "processes":
+            # A2C/PPO rollouts in local worker processes (maze_lab.train.process_rollouts), started at the first
+            # rollout; the learner stays here, so a run trained in a kernel leaves the kernel's interpreter free
+            # while the workers roll out. The evaluation env gives the model its spaces
+            from maze_lab.train.process_rollouts import process_rollout_generator
+
+            generator = process_rollout_generator(runner, trainer_cls, lambda i: self.env_factory(i, "train"),
+                                                  writers, eval_env)
             self.train_env = generator.env
             trainer = trainer_cls(algorithm, self._model(eval_env), rollout_generator=generator, evaluator=evaluator,
                                   writers=writers, checkpoint_dir=self.run_directory.checkpoint_dir)

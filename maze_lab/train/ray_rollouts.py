@@ -164,12 +164,15 @@ class RayEnvGroup(EpochEpisodeStats):
     :param num_gpus_per_worker: GPUs Ray reserves for each actor (the policy still runs on CPU in the worker).
     """
 
+    worker_label = "Ray worker"
+    """How errors and messages name one worker."""
+
     def __init__(self, env_factories: Sequence[EnvFactory], n_workers: int, logging_prefix: str = "train",
                  writers: list[LogStatsWriter] | None = None, spaces: tuple[dict, dict, dict] | None = None,
                  num_cpus_per_worker: float = 1, num_gpus_per_worker: float = 0):
         if n_workers < 1 or len(env_factories) % n_workers:
-            raise ValueError(f"{len(env_factories)} env factories cannot be split evenly over {n_workers} Ray "
-                             f"workers; give n_workers * envs_per_worker factories")
+            raise ValueError(f"{len(env_factories)} env factories cannot be split evenly over {n_workers} "
+                             f"{self.worker_label}s; give n_workers * envs_per_worker factories")
         self.factories = list(env_factories)
         self.n_workers = n_workers
         self.envs_per_worker = len(self.factories) // n_workers
@@ -225,12 +228,16 @@ class RayEnvGroup(EpochEpisodeStats):
                 payload = cloudpickle.dumps(self.factories[w * k:(w + 1) * k])
                 self.actors.append(remote_cls.remote(w, payload, policy_payload, None if seed is None else seed + w))
             self.pids = list(self._get([a.pid.remote() for a in self.actors], "starting"))
-            pending, self._pending_calls = self._pending_calls, []
-            for name, args, kwargs in pending:
-                self.call(name, *args, **kwargs)
+            self._replay_pending_calls()
         except BaseException:
             self._fail()
             raise
+
+    def _replay_pending_calls(self) -> None:
+        """Make the ``set_*`` calls kept while the workers did not exist yet."""
+        pending, self._pending_calls = self._pending_calls, []
+        for name, args, kwargs in pending:
+            self.call(name, *args, **kwargs)
 
     def _get(self, refs: list[Any], during: str) -> list[Any]:
         """``ray.get`` of one reference per worker; a worker's error or death is raised as RayWorkerError naming
@@ -255,14 +262,28 @@ class RayEnvGroup(EpochEpisodeStats):
             if name.startswith("set_") and not self._broken:
                 self._pending_calls.append((name, args, kwargs))
                 return [None] * self.n_envs
-            raise RuntimeError(f"the Ray workers are not started yet; '{name}' is available after the first rollout")
-        replies = self._get([a.call.remote(name, args, kwargs) for a in self.actors], f"calling {name!r}")
+            raise RuntimeError(f"the {self.worker_label}s are not started yet; '{name}' is available after the first "
+                               f"rollout")
+        replies = self._call_workers(name, args, kwargs)
         errors = [data for status, data in replies if status == "error"]
         if errors:
             from maze_lab.train.vector_env import VectorEnvCallError
 
-            raise VectorEnvCallError(f"calling '{name}' on the envs failed in a Ray worker:\n{errors[0]}")
+            raise VectorEnvCallError(f"calling '{name}' on the envs failed in a {self.worker_label}:\n{errors[0]}")
         return [r for _, per_worker in replies for r in per_worker]
+
+    def _call_workers(self, name: str, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+        """Each worker's reply to ``_RolloutWorker.call`` (in worker order)."""
+        return self._get([a.call.remote(name, args, kwargs) for a in self.actors], f"calling {name!r}")
+
+    def rollout_workers(self, policy: Any, n_steps: int, epoch: int | None,
+                        sampler: Any) -> list[tuple[Any, list[LogStats], float]]:
+        """Every worker's ``_RolloutWorker.rollout`` with the current weights of ``policy`` (in worker order)."""
+        import ray
+
+        weights_ref = ray.put(_cpu_tensors(policy.state_dict()))  # once per update; every actor reads this object
+        return self._get([a.rollout.remote(weights_ref, n_steps, epoch, sampler) for a in self.actors],
+                         f"rolling out epoch {epoch}" if epoch is not None else "rolling out")
 
     def _stop_actors(self) -> None:
         """Stop the actors: those that still answer flush their envs' event logs and close them first."""
@@ -308,8 +329,6 @@ class RayRolloutGenerator:
 
     def rollout(self, policy: Any, n_steps: int, epoch: int | None = None, sampler: Any = None) -> Any:
         """Collect ``n_steps`` agent actions in every env with the current weights of ``policy``."""
-        import ray
-
         t0 = time.perf_counter()
         env = self.env
         if not env.started:
@@ -318,10 +337,7 @@ class RayRolloutGenerator:
         if self._pending_reset:
             env.reset_workers(self._seed)
             self._pending_reset = False
-        weights = _cpu_tensors(policy.state_dict())
-        weights_ref = ray.put(weights)  # once per update; every actor reads the same object
-        results = env._get([a.rollout.remote(weights_ref, n_steps, epoch, sampler) for a in env.actors],
-                           f"rolling out epoch {epoch}" if epoch is not None else "rolling out")
+        results = env.rollout_workers(policy, n_steps, epoch, sampler)
         for _, episodes, _ in results:
             env.add(episodes)
         rollout = merge_packed([r[0] for r in results])

@@ -10,8 +10,11 @@ A third variant trains in the background while the client executes a trivial cel
 idle, which is what a user sees. The headline throughput loss is this busy-kernel variant (the realistic case);
 the idle-kernel loss is reported beside it. The kernel's own interpreter time per trivial cell is measured too: a
 training thread in the kernel shares the interpreter (the GIL) with the cells, so that time, times the cell rate, is
-a floor under the busy-kernel loss. ``--runner local`` puts the envs in worker processes (the learner stays in the
-kernel).
+a floor under the busy-kernel loss. ``--runner local`` puts the envs in worker processes (the policy and the learner
+stay in the kernel); ``--runner processes`` puts whole rollouts (envs and a policy copy) in worker processes and keeps
+only the learner in the kernel; its worker processes are started before the clock, as the envs of the other runners
+are built before it. The kernel process's CPU time during the idle-kernel background runs (per 1,000 env steps and as
+a share of one core) shows how much of the run holds the kernel's interpreter, whichever runner.
 
 Run: python tests/benchmarks/background_overhead.py [--epochs N] [--repeats R]
 """
@@ -38,7 +41,9 @@ CONFIG = dict(runner={runner!r}, overrides={{"log_base_dir": {log_dir!r}, "algor
 
 def fresh():
     rc = RunContext(**CONFIG)
-    rc.trainer  # build envs and model now: only training is timed
+    trainer = rc.trainer  # build envs and model now: only training is timed
+    if hasattr(trainer.env, "start") and not trainer.env.started:  # runner=processes: start its workers now, too
+        trainer.env.start(trainer.eval_policy, 1234)
     return rc
 
 def blocking(n_epochs, threads=None):
@@ -57,16 +62,20 @@ def start_background(n_epochs):
     global BG
     rc = fresh()
     ended = []
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     handle = rc.train_async(n_epochs, torch_threads={async_threads})
     # a waiting thread takes the end time: it sleeps on an event and costs the run nothing
-    threading.Thread(target=lambda: (handle.wait(), ended.append(time.perf_counter())), daemon=True).start()
-    BG = (rc, handle, t0, ended)
+    threading.Thread(target=lambda: (handle.wait(), ended.append((time.perf_counter(), time.process_time()))),
+                     daemon=True).start()
+    BG = (rc, handle, (t0, cpu0), ended)
 
 def background_result():
-    rc, handle, t0, ended = BG
+    rc, handle, (t0, cpu0), ended = BG
     rc.close()
-    return {{"env_steps": rc.trainer.env_steps, "wall": ended[0] - t0, "status": handle.status}}
+    # the kernel process's CPU time over the run (all its threads): with an idle kernel, what the training thread
+    # spent in the kernel, nearly all of it holding the interpreter that cells need
+    return {{"env_steps": rc.trainer.env_steps, "wall": ended[0][0] - t0, "kernel_cpu": ended[0][1] - cpu0,
+             "status": handle.status}}
 """
 
 
@@ -141,17 +150,24 @@ def main() -> None:
                         help="train_async(torch_threads=...) (0: None, the thread keeps torch's setting)")
     parser.add_argument("--probe-gap", type=float, default=0.1,
                         help="seconds between trivial cells (0.1: ten cells a second, busier than a live widget)")
-    parser.add_argument("--runner", default="dev", help="runner config: dev (envs in the training thread) or local "
-                        "(envs in worker processes)")
+    parser.add_argument("--runner", default="dev", help="runner config: dev (envs in the training thread), local "
+                        "(envs in worker processes) or processes (rollouts in worker processes)")
     parser.add_argument("--concurrency", type=int, default=0, help="runner.concurrency (0: the runner's default)")
+    parser.add_argument("--n-workers", type=int, default=0,
+                        help="runner=processes: runner.n_workers (0: the runner's default)")
+    parser.add_argument("--envs-per-worker", type=int, default=0,
+                        help="runner=processes: runner.envs_per_worker (0: the runner's default)")
     args = parser.parse_args()
+    extra = {key: value for key, value in (("runner.concurrency", args.concurrency),
+                                           ("runner.n_workers", args.n_workers),
+                                           ("runner.envs_per_worker", args.envs_per_worker)) if value}
 
     kernel = Kernel()
     try:
         with tempfile.TemporaryDirectory() as log_dir:
             kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length, torch_threads=args.torch_threads,
                                     async_threads=args.async_torch_threads or None, runner=args.runner,
-                                    extra={"runner.concurrency": args.concurrency} if args.concurrency else {}))
+                                    extra=extra))
             kernel.run("blocking(1)")  # warm-up: imports, first allocations
             idle_latency = [kernel.run("1 + 1")[0] for _ in range(50)]
             # the kernel's own interpreter time per trivial cell (parsing, history, messages): a training thread that
@@ -166,6 +182,7 @@ def main() -> None:
             sps: dict[str, list[float]] = {"blocking (train)": [], "blocking, 1 torch thread": [],
                                            "background, idle kernel": [], probed: []}
             latencies: list[float] = []
+            kernel_cpu: list[tuple[float, float]] = []  # (kernel CPU seconds per 1,000 env steps, share of one core)
             for _ in range(args.repeats):  # interleaved, so that machine noise hits all variants alike
                 r = kernel.value(f"blocking({args.epochs})")
                 sps["blocking (train)"].append(r["env_steps"] / r["wall"])
@@ -173,6 +190,7 @@ def main() -> None:
                 sps["blocking, 1 torch thread"].append(r["env_steps"] / r["wall"])
                 r, _ = background(kernel, args.epochs, None)
                 sps["background, idle kernel"].append(r["env_steps"] / r["wall"])
+                kernel_cpu.append((r["kernel_cpu"] / r["env_steps"] * 1000, r["kernel_cpu"] / r["wall"]))
                 r, lat = background(kernel, args.epochs, args.probe_gap)
                 sps[probed].append(r["env_steps"] / r["wall"])
                 latencies += lat
@@ -182,8 +200,8 @@ def main() -> None:
 
     med = {k: statistics.median(v) for k, v in sps.items()}
     ref = max(med["blocking (train)"], med["blocking, 1 torch thread"])  # the faster blocking variant
-    print(f"PPO CartPole-v1 in one IPython kernel: {args.epochs} epochs x {args.epoch_length} updates x 200 env steps "
-          f"per run, {args.repeats} runs per variant (interleaved)")
+    print(f"PPO CartPole-v1 in one IPython kernel, runner={args.runner} {extra or ''}: {args.epochs} epochs x "
+          f"{args.epoch_length} updates x 200 env steps per run, {args.repeats} runs per variant (interleaved)")
     print(f"torch threads: {threads} in the kernel (blocking runs), "
           f"train_async(torch_threads={args.async_torch_threads or None})")
     print(f"{'variant':<36}{'min':>8}{'median':>8}{'max':>8}{'median vs blocking':>20}  (env steps/s)")
@@ -202,11 +220,18 @@ def main() -> None:
     print(f"kernel interpreter time per trivial cell (idle): {cell_cpu * 1000:.1f} ms; at one cell every "
           f"{args.probe_gap * 1000:.0f} ms that is {floor:.1%} of one core, the floor of the busy-kernel loss for a "
           f"run whose training thread shares the kernel's interpreter")
+    cpu_per_k = statistics.median(c[0] for c in kernel_cpu)
+    cpu_share = statistics.median(c[1] for c in kernel_cpu)
+    # how much of the run the kernel's interpreter is taken (the mechanism behind both losses): less here leaves
+    # more of it to cells while the run trains
+    print(f"kernel CPU while training in the background (idle kernel, all threads): {cpu_per_k * 1000:.0f} ms per "
+          f"1,000 env steps, {cpu_share:.0%} of one core (medians)")
     loss = 1 - med[probed] / ref
     idle_loss = 1 - med["background, idle kernel"] / ref
     print(f"bench: background_overhead throughput_loss={loss:.3f} idle_kernel_loss={idle_loss:.3f} "
           f"cell_p95_ms={pct(latencies, 95):.1f} "
-          f"kernel_cell_floor={floor:.3f}")
+          f"kernel_cell_floor={floor:.3f} kernel_cpu_ms_per_1k_steps={cpu_per_k * 1000:.0f} "
+          f"kernel_cpu_share={cpu_share:.2f}")
 
 
 if __name__ == "__main__":

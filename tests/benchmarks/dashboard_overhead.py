@@ -15,7 +15,10 @@ background (``rc.train_async()``) while the client executes a cell every ``--pro
 
 Cell wall times run from the execute request to the kernel reporting idle: what a user waits for.
 
-Run: python tests/benchmarks/dashboard_overhead.py [--repeats R]
+``--runner processes`` rolls out in worker processes (only the learner trains in the kernel; the workers are started
+before the clock, as the other runners' envs are built before it); the default is runner=dev.
+
+Run: python tests/benchmarks/dashboard_overhead.py [--repeats R] [--runner processes]
 """
 
 from __future__ import annotations
@@ -37,13 +40,15 @@ import numpy as np
 from IPython.display import display
 from maze_lab.run.run_context import RunContext
 from maze_lab.widgets.dashboard import TrainingDashboard
-CONFIG = dict(overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
+CONFIG = dict(runner={runner!r}, overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
                           "algorithm.patience": 0, "seed": 1234}}, silent=True)
 
 def start(n_epochs, cockpit):
     global BG
     rc = RunContext(**CONFIG)
-    rc.trainer  # build envs and model now: only training is timed
+    trainer = rc.trainer  # build envs and model now: only training is timed
+    if hasattr(trainer.env, "start") and not trainer.env.started:  # runner=processes: start its workers now, too
+        trainer.env.start(trainer.eval_policy, 1234)
     ended = []
     t0 = time.perf_counter()
     handle = rc.train_async(n_epochs)
@@ -172,6 +177,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--probe-gap", type=float, default=0.1, help="seconds between cells")
     parser.add_argument("--open-epochs", type=int, default=1000)
+    parser.add_argument("--runner", default="dev", help="runner config: dev (the run's envs and policy in the training "
+                        "thread) or processes (rollouts in worker processes, the learner in the kernel)")
     args = parser.parse_args()
 
     kernel = Kernel()
@@ -183,7 +190,7 @@ def main() -> None:
     build_busy: list[float] = []
     try:
         with tempfile.TemporaryDirectory() as log_dir:
-            kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length))
+            kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length, runner=args.runner))
             kernel.run("start(1, True)")  # warm-up: imports, first allocations, the widget classes
             kernel.value("(BG[1].wait(), result())[1]")
             for _ in range(args.repeats):  # interleaved, so that machine noise hits both variants alike
@@ -212,7 +219,7 @@ def main() -> None:
 
     med = {k: statistics.median(v) for k, v in sps.items()}
     ref = med["background, cells, no cockpit"]
-    print(f"PPO CartPole-v1 trained in the background of one IPython kernel, a cell every "
+    print(f"PPO CartPole-v1 (runner={args.runner}) trained in the background of one IPython kernel, a cell every "
           f"{args.probe_gap * 1000:.0f} ms; {args.epochs} epochs x {args.epoch_length} updates x 200 env steps, "
           f"{args.repeats} runs per variant (interleaved)")
     print(f"{'variant':<34}{'min':>8}{'median':>8}{'max':>8}{'vs no cockpit':>15}  (env steps/s)")

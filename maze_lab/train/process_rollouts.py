@@ -1,0 +1,363 @@
+"""A2C/PPO rollouts in local worker processes (``runner=processes``): the local counterpart of ``runner=ray``.
+
+Why: with ``runner=dev`` the training thread steps the envs and runs the policy for every env step, all of it
+Python under the interpreter lock that a Jupyter kernel's cells need too; ``runner=local`` moves only the env steps
+out (the policy still runs in the kernel, one pipe round trip per step). Here each of ``n_workers`` processes holds
+``envs_per_worker`` envs and a CPU copy of the policy and rolls out a whole update by itself; the learner in the
+kernel only publishes the weights once per update, waits (without the interpreter lock) and merges the workers'
+packed rollouts. The run (RunContext, trainer, learner) stays in the kernel.
+
+The worker body, the packing and merging of rollouts and the trainer-facing generator are those of
+:mod:`maze_lab.train.ray_rollouts` (:class:`_RolloutWorker`, :func:`pack_rollout`, :func:`merge_packed`,
+:class:`RayRolloutGenerator`); what differs is the transport: a pipe per worker for commands and rollouts, and the
+weights in one shared-memory array (IMPALA's :class:`~maze_lab.train.trainers.impala.actors.SharedWeights`), so a
+new set of weights costs the learner one flat copy instead of pickling a state dict per worker.
+
+Seeds as with Ray: env ``e`` of worker ``w`` is reset with ``seed + w * envs_per_worker + e``, worker ``w`` samples
+from torch seeded with ``seed + w``; the same seed and number of workers repeat a run exactly.
+
+This module imports neither torch nor Ray at import time (``validate_process_runner`` runs before anything heavy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import wait
+from typing import Any
+
+import cloudpickle
+
+from maze_lab.core.log_stats.aggregation import LogStats
+from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.utils.factory import ConfigurationError
+from maze_lab.train.ray_rollouts import EnvFactory, RayEnvGroup, RayRolloutGenerator, _RolloutWorker
+from maze_lab.train.vector_env import how_it_ended
+
+PROCESS_ALGORITHMS = ("PPOAlgorithmConfig", "A2CAlgorithmConfig")
+"""The algorithm configs whose rollouts run in the worker processes (A2C and PPO take a rollout generator)."""
+
+_CLOSE_TIMEOUT = 10.0
+"""Seconds the workers get to flush their envs' event logs and exit before they are terminated."""
+
+
+class ProcessWorkerError(RuntimeError):
+    """A rollout worker process raised (the message carries its traceback) or died (the message says how)."""
+
+
+# ---- configuration --------------------------------------------------------------------------------------------
+
+
+def validate_process_runner(runner: Any, algorithm: Any) -> None:
+    """Refuse ``runner=processes`` settings that cannot work, naming what would (torch-free).
+
+    :param runner: the ``runner`` config section.
+    :param algorithm: the algorithm config object.
+    """
+    name = type(algorithm).__name__
+    if name not in PROCESS_ALGORITHMS:
+        raise ConfigurationError(f"runner=processes rolls out A2C and PPO (algorithm=a2c / ppo) in worker processes; "
+                                 f"{name} runs its envs its own way: use runner=dev or runner=local with it")
+    for key in ("n_workers", "envs_per_worker"):
+        value = runner.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"runner.{key} must be an int >= 1, got {value!r}")
+
+
+# ---- the worker process ---------------------------------------------------------------------------------------
+
+
+def _worker_main(index: int, conn: Any, factories_payload: bytes, policy_payload: bytes, torch_seed: int | None,
+                 weights: Any) -> None:
+    """A rollout worker: build the envs and the policy copy, then serve commands until told to close.
+
+    Commands arrive cloudpickled (a sampler or a ``call`` argument may be a lambda); replies are ("ok", value) or
+    ("error", traceback). A failed command is reported and the worker keeps serving; the driver decides."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel handles interrupts and stops the workers
+    worker = None
+    try:
+        try:
+            from maze_lab.train.trainers.impala.actors import _policy_tensors
+
+            worker = _RolloutWorker(index, factories_payload, policy_payload, torch_seed)
+            tensors = _policy_tensors(worker.policy)
+        except BaseException:  # noqa: BLE001 - import and build errors go to the driver with their traceback
+            conn.send(("error", traceback.format_exc()))
+            return
+        conn.send(("ok", os.getpid()))
+        version = -1
+        while True:
+            try:
+                cmd, data = cloudpickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                break  # the driver went away
+            if cmd == "close":
+                worker.close()  # flushes the envs' event logs before the driver hears back
+                worker = None
+                conn.send(("ok", None))
+                break
+            try:
+                if cmd == "rollout":
+                    n_steps, epoch, sampler = data
+                    version = weights.pull(tensors, version)  # the weights the learner published for this update
+                    reply = worker.rollout(None, n_steps, epoch, sampler)
+                elif cmd == "reset":
+                    reply = worker.reset(data)
+                elif cmd == "call":
+                    reply = worker.call(*data)
+                else:
+                    raise ValueError(f"unknown command {cmd!r}")
+            except (BrokenPipeError, ConnectionError):
+                raise
+            except BaseException:  # noqa: BLE001
+                conn.send(("error", traceback.format_exc()))
+                continue
+            conn.send(("ok", reply))
+    except (BrokenPipeError, ConnectionError):
+        pass  # the driver closed the pipe while shutting down: nothing left to report to
+    finally:
+        if worker is not None:
+            with contextlib.suppress(Exception):
+                worker.close()
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def _shutdown_workers(processes: list[Any], conns: list[Any], timeout: float = _CLOSE_TIMEOUT) -> None:
+    """Ask the workers to close (they flush their envs' event logs first), then end those that do not in time."""
+    for conn in conns:
+        with contextlib.suppress(Exception):
+            conn.send_bytes(cloudpickle.dumps(("close", None)))
+    deadline = time.monotonic() + timeout
+    for conn, proc in zip(conns, processes, strict=False):
+        with contextlib.suppress(Exception):
+            # a worker busy with a rollout answers the rollout first: read until its close reply or its end
+            while proc.is_alive() and conn.poll(max(0.0, deadline - time.monotonic())):
+                if conn.recv() == ("ok", None):
+                    break
+        with contextlib.suppress(Exception):
+            conn.close()
+    for proc in processes:
+        proc.join(timeout=max(0.1, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(timeout=2.0)
+        if proc.is_alive() and proc.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.join(timeout=1.0)
+
+
+# ---- the driver side ------------------------------------------------------------------------------------------
+
+
+class ProcessEnvGroup(RayEnvGroup):
+    """Stands where the training vector env would (``trainer.env``), its envs in local worker processes: the spaces,
+    ``n_envs``, the ``train`` statistics of the episodes the workers finished, ``call`` on all envs, ``close``.
+
+    ``actors`` holds the worker processes (empty until the first rollout and after close), ``pids`` their ids.
+
+    :param env_factories: one picklable factory per env (``n_workers * envs_per_worker``).
+    :param n_workers: processes; worker w holds factories ``w * envs_per_worker ... (w+1) * envs_per_worker - 1``.
+    :param spaces: (observation_spaces_dict, action_spaces_dict, agent_counts_dict); None: read from an env built
+        here by the first factory.
+    :param start_method: multiprocessing start method (``spawn``: safe in a kernel with threads).
+    """
+
+    worker_label = "rollout worker"
+
+    def __init__(self, env_factories: Sequence[EnvFactory], n_workers: int, logging_prefix: str = "train",
+                 writers: list[LogStatsWriter] | None = None, spaces: tuple[dict, dict, dict] | None = None,
+                 start_method: str = "spawn"):
+        super().__init__(env_factories, n_workers, logging_prefix, writers, spaces)
+        self.start_method = start_method
+        self.conns: list[Any] = []
+        self.weights: Any = None
+        self._version = 0
+        self._finalizer: Any = None
+        self._failure: ProcessWorkerError | None = None
+        """The error that shut the workers down, if any (named again where the group is used after it)."""
+
+    def start(self, policy: Any, seed: int | None) -> None:
+        """Start the worker processes with a CPU copy of ``policy`` (its weights are published before every
+        rollout) and wait until each has built its envs."""
+        from maze_lab.train.trainers.impala.actors import SharedWeights, _policy_tensors
+
+        if self._failure is not None:
+            # e.g. a worker died while the trainer read normalization statistics, which tolerates errors
+            raise ProcessWorkerError(f"the rollout workers were shut down after a failure: {self._failure}")
+        if self._closed or self._broken:
+            raise RuntimeError("this ProcessEnvGroup is closed (after close() or a worker failure)")
+        ctx = mp.get_context(self.start_method)
+        policy_copy = copy.deepcopy(policy)
+        policy_copy.to("cpu")
+        policy_payload = cloudpickle.dumps(policy_copy)
+        self.weights = SharedWeights(sum(t.numel() for t in _policy_tensors(policy_copy)), ctx)
+        k = self.envs_per_worker
+        try:
+            for w in range(self.n_workers):
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_worker_main, name=f"maze-lab-rollout-worker-{w}", daemon=True,
+                                   args=(w, child, cloudpickle.dumps(self.factories[w * k:(w + 1) * k]),
+                                         policy_payload, None if seed is None else seed + w, self.weights))
+                proc.start()
+                child.close()  # the worker holds the only other end: its pipe ends with EOF when it does
+                self.actors.append(proc)
+                self.conns.append(parent)
+            self.pids = [proc.pid for proc in self.actors]
+            # a group dropped without close() (a trainer garbage-collected in a test) still ends its workers; the
+            # finalizer holds no reference to the group
+            self._finalizer = weakref.finalize(self, _shutdown_workers, list(self.actors), list(self.conns))
+            self._exchange(None, "starting")  # each worker reports once its envs are built
+            self._replay_pending_calls()
+        except ProcessWorkerError:
+            raise  # the workers are shut down already
+        except BaseException:
+            self._stop_actors()  # e.g. an unpicklable factory, or an interrupt: no worker is left running
+            raise
+
+    def _exchange(self, messages: list[tuple[str, Any]] | None, during: str) -> list[Any]:
+        """Send one message per worker (None: send nothing) and read one reply from each, in worker order.
+
+        The wait for the replies releases the interpreter lock. A worker that raised or died stops all workers and
+        is raised as ProcessWorkerError; an interrupt stops them too (their pipes would be out of step), and the
+        next rollout starts fresh ones."""
+        if not self.actors:
+            raise RuntimeError(f"the {self.worker_label}s are not running (closed, or stopped by an interrupt)")
+        try:
+            if messages is not None:
+                for w, (conn, message) in enumerate(zip(self.conns, messages, strict=True)):
+                    try:
+                        conn.send_bytes(cloudpickle.dumps(message))
+                    except (BrokenPipeError, ConnectionError, OSError):
+                        raise self._died(w, during) from None
+            replies: list[Any] = [None] * len(self.conns)
+            waiting = {conn: w for w, conn in enumerate(self.conns)}
+            while waiting:
+                for conn in wait(list(waiting)):
+                    w = waiting.pop(conn)
+                    try:
+                        status, data = conn.recv()
+                    except (EOFError, OSError):
+                        raise self._died(w, during) from None
+                    if status == "error":
+                        raise self._raised(w, during, data)
+                    replies[w] = data
+            return replies
+        except ProcessWorkerError:
+            raise
+        except BaseException:
+            self._stop_actors()
+            raise
+
+    def _name(self, w: int) -> str:
+        pid = self.pids[w] if w < len(self.pids) else None
+        return f"rollout worker {w} (pid {pid})"
+
+    def _died(self, w: int, during: str) -> ProcessWorkerError:
+        """The error for worker ``w`` whose pipe broke: how it ended (signal or exit code); all workers stopped."""
+        proc = self.actors[w] if w < len(self.actors) else None
+        how = (how_it_ended(proc) if proc is not None else None) or "its pipe closed"
+        name = self._name(w)
+        self._fail()
+        self._failure = ProcessWorkerError(f"{name} died: {how}, while {during}, without reporting an error (killed "
+                                           f"from outside, or out of memory?); all rollout workers were shut down. "
+                                           f"The last checkpoint stays as it was")
+        return self._failure
+
+    def _raised(self, w: int, during: str, trace: str) -> ProcessWorkerError:
+        """The error for worker ``w`` that reported an exception; all workers stopped."""
+        name = self._name(w)
+        self._fail()
+        if during == "starting":
+            self._failure = ProcessWorkerError(f"{name} failed to start (building its envs or policy raised); all "
+                                               f"rollout workers were shut down. The worker's traceback:\n{trace}")
+        else:
+            self._failure = ProcessWorkerError(f"{name} raised while {during}; all rollout workers were shut down. "
+                                               f"The worker's traceback:\n{trace}")
+        return self._failure
+
+    def reset_workers(self, seed: int | None) -> None:
+        """Reset every worker's envs: env e of worker w with ``seed + w * envs_per_worker + e``."""
+        k = self.envs_per_worker
+        self._exchange([("reset", None if seed is None else seed + w * k) for w in range(self.n_workers)],
+                       "resetting its envs")
+
+    def _call_workers(self, name: str, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+        return self._exchange([("call", (name, args, kwargs))] * self.n_workers, f"calling {name!r}")
+
+    def rollout_workers(self, policy: Any, n_steps: int, epoch: int | None,
+                        sampler: Any) -> list[tuple[Any, list[LogStats], float]]:
+        """Publish the weights of ``policy`` (one flat copy into shared memory) and have every worker roll out."""
+        self._version += 1
+        self.weights.publish(policy, self._version)
+        return self._exchange([("rollout", (n_steps, epoch, sampler))] * self.n_workers,
+                              f"rolling out epoch {epoch}" if epoch is not None else "rolling out")
+
+    def _stop_actors(self) -> None:
+        """Stop the worker processes (those that still answer flush their envs' event logs first)."""
+        processes, conns = self.actors, self.conns
+        self.actors, self.conns = [], []
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if processes:
+            _shutdown_workers(processes, conns)
+
+
+class ProcessRolloutGenerator(RayRolloutGenerator):
+    """What A2C/PPO call to roll out when the envs live in :class:`ProcessEnvGroup` workers: ``rollout(policy,
+    n_steps)`` is one command per worker, merged into the :class:`Rollout` the local RolloutGenerator returns.
+
+    ``last_timing`` has, besides ``total``, ``workers`` and ``overhead``, ``learner_cpu``: the CPU time of the
+    calling (learner) thread during the rollout, the time it held the interpreter (publishing the weights, pickling
+    the commands, unpickling and merging the rollouts); the wait for the workers is not in it.
+
+    :param env: the ProcessEnvGroup of the workers.
+    """
+
+    def __init__(self, env: ProcessEnvGroup):
+        super().__init__(env)
+
+    def rollout(self, policy: Any, n_steps: int, epoch: int | None = None, sampler: Any = None) -> Any:
+        """Collect ``n_steps`` agent actions in every env with the current weights of ``policy``."""
+        started = self.env.started
+        cpu0 = time.thread_time()
+        rollout = super().rollout(policy, n_steps, epoch=epoch, sampler=sampler)
+        cpu = time.thread_time() - cpu0
+        # starting the workers (pickling the policy and factories) is a one-off: not the per-update cost
+        self.last_timing["learner_cpu"] = cpu if started else float("nan")
+        return rollout
+
+
+# ---- the run layer's entry ------------------------------------------------------------------------------------
+
+
+def process_rollout_generator(runner: Any, trainer_cls: type, env_factory: Callable[[int], EnvFactory],
+                              writers: list[LogStatsWriter], spaces_env: Any = None) -> ProcessRolloutGenerator:
+    """The generator of ``runner.n_workers * runner.envs_per_worker`` envs in worker processes (started at the first
+    rollout, so that a failed build leaves no process behind).
+
+    :param runner: the ``runner`` config (``n_workers``, ``envs_per_worker``).
+    :param trainer_cls: the trainer; it must take a ``rollout_generator`` (A2C, PPO).
+    :param env_factory: env index -> a picklable factory of that training env.
+    :param spaces_env: an env (e.g. the evaluation env) with the spaces of the training envs; None: build one.
+    """
+    from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer
+
+    if not issubclass(trainer_cls, ActorCriticTrainer):
+        raise ConfigurationError(f"runner=processes rolls out A2C and PPO; {trainer_cls.__name__} runs its envs its "
+                                 f"own way: use runner=dev or runner=local with it")
+    n_workers, per_worker = int(runner.n_workers), int(runner.envs_per_worker)
+    spaces = None if spaces_env is None else (spaces_env.observation_spaces_dict, spaces_env.action_spaces_dict,
+                                              spaces_env.agent_counts_dict)
+    env = ProcessEnvGroup([env_factory(i) for i in range(n_workers * per_worker)], n_workers, "train", writers,
+                          spaces)
+    return ProcessRolloutGenerator(env)
