@@ -255,3 +255,53 @@ def test_awaiting_a_run_keeps_the_event_loop_and_widgets_working(kernel: Kernel)
     assert out.strip() == "stopped"
     assert kernel.value("ticks_seen") > 1
     assert kernel.value("h4.latest_checkpoint is not None")
+
+
+def test_a_background_run_gives_way_to_a_computing_cell_not_to_a_waiting_one(kernel: Kernel) -> None:
+    """While a cell computes, the background run pauses at its step boundaries so that the cell has the interpreter
+    (maze_lab.run.kernel_yield); a cell that only waits (on an event) finds the pauses unused and the run
+    backs off; a blocking run in a cell never pauses."""
+    kernel.ok("from maze_lab.run import kernel_yield\n"
+              "rc_y = RunContext(overrides=TINY, silent=True)\nh_y = rc_y.train_async(2000)")
+    kernel.wait_for("h_y.progress.get('updates', 0) >= 2")
+    # a pure-Python cell, busy until the run has made 5 pauses that the cell used (or 60 s; the assert says so)
+    kernel.ok("import time as _t\n_c = kernel_yield.counts\n_used0, _t0 = _c['pauses'] - _c['unused'], _t.monotonic()\n"
+              "while _c['pauses'] - _c['unused'] < _used0 + 5 and _t.monotonic() - _t0 < 60:\n"
+              "    sum(i * i for i in range(2000))\n"
+              "_busy_used = _c['pauses'] - _c['unused'] - _used0")
+    assert kernel.value("_busy_used") >= 5
+    # a waiting cell: the run's pauses go unused, and it probes again only every IDLE_BACKOFF_S
+    kernel.ok("_n = dict(_c)\n_t0 = _t.monotonic()\n__import__('threading').Event().wait(1.0)\n"
+              "_w = {k: _c[k] - _n[k] for k in _n}\n_w['seconds'] = _t.monotonic() - _t0")
+    waited = kernel.value("_w")
+    # (the cell's own first and last statements may use a pause or two)
+    assert waited["unused"] >= waited["pauses"] - 2, waited
+    assert waited["pauses"] <= waited["seconds"] / kernel.value("kernel_yield.IDLE_BACKOFF_S") + 3, waited
+    kernel.ok("h_y.stop(); h_y.wait(timeout=120)")
+    # a blocking run trains in the cell itself: no pauses
+    kernel.ok("_n = kernel_yield.counts['pauses']\n"
+              "RunContext(overrides=TINY, silent=True).train(1)")
+    assert kernel.value("kernel_yield.counts['pauses'] - _n") == 0
+
+
+def test_outside_a_kernel_a_background_run_changes_nothing() -> None:
+    """A script's background run: no cell events to follow, the switch interval stays, give_way never pauses."""
+    import sys
+    import threading
+
+    from maze_lab.run import kernel_yield
+
+    before, pauses = sys.getswitchinterval(), kernel_yield.counts["pauses"]
+    seen = []
+
+    def body() -> None:
+        with kernel_yield.background_run():
+            seen.append(sys.getswitchinterval())
+            for _ in range(1000):
+                kernel_yield.give_way()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [before] and sys.getswitchinterval() == before
+    assert kernel_yield.counts["pauses"] == pauses

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError, Factory, TrustPolicy, config_names
 from maze_lab.run.config import GROUPS, build_algorithm_config, compose_config, training_plan, validate_config
+from maze_lab.run.kernel_yield import background_run, hook_kernel_cells
 from maze_lab.run.run_dir import (
     MARKER,
     RUN_OUTPUTS,
@@ -855,11 +856,16 @@ class RunHandle:
         # the thread runs in a copy of the caller's context: Jupyter kernels keep the cell a print belongs to in a
         # context variable, so the run's output (a failure's traceback) shows under the cell that started it
         context = contextvars.copy_context()
+        hook_kernel_cells()  # in a kernel, the run makes room for the user's cells (maze_lab.run.kernel_yield)
         self._thread = threading.Thread(target=context.run, args=(self._main,),
                                         name=f"maze-lab run {run.run_directory.path.name}", daemon=True)
         self._thread.start()
 
     def _main(self) -> None:
+        with background_run():
+            self._main_body()
+
+    def _main_body(self) -> None:
         final, failure = "failed", None
         try:
             if self.torch_threads is not None:

@@ -7,6 +7,7 @@ import math
 import torch
 
 from maze_lab.core.env.structured_env import StepKey
+from maze_lab.run.kernel_yield import give_way
 from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer, KeyBatch
 from maze_lab.train.trainers.common.config import PPOAlgorithmConfig
 from maze_lab.train.trainers.common.events import ActorCriticEvents
@@ -37,6 +38,7 @@ class PPO(ActorCriticTrainer):
             # one shuffled copy per epoch; its minibatches are then cheap contiguous views
             shuffled = {k: b.select(torch.randperm(len(b), generator=self._generator)) for k, b in batches.items()}
             for m in range(n_minibatches):
+                give_way()  # a background run in a kernel makes room for a running cell
                 total = 0.0
                 for key, batch in shuffled.items():
                     if m * cfg.batch_size >= len(batch):

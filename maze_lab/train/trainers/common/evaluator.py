@@ -8,6 +8,7 @@ import torch
 
 from maze_lab.core.log_stats.aggregation import StatKey
 from maze_lab.core.log_stats.base_events import BaseEnvEvents
+from maze_lab.run.kernel_yield import give_way
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import check_finite_observations
 
@@ -46,6 +47,7 @@ class RolloutEvaluator:
             policy.eval()
         with torch.inference_mode():
             while finished < self.n_episodes:
+                give_way()  # a background run in a kernel makes room for a running cell
                 actor = env.actor_id()
                 action = policy.compute_action(obs, actor_id=actor, deterministic=self.deterministic)
                 obs, _, terminated, truncated, _ = env.step(action)

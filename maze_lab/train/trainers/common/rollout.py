@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from maze_lab.core.env.structured_env import StepKey
+from maze_lab.run.kernel_yield import give_way
 
 
 @dataclass
@@ -78,6 +79,7 @@ class RolloutGenerator:
         if n_steps:
             check_finite_observations(obs, env.actor_id().step_key, epoch)  # the first after a reset
         for _ in range(n_steps):
+            give_way()  # a background run in a kernel makes room for a running cell
             key = env.actor_id().step_key
             if sampler is not None:
                 actions, log_prob = sampler(key, env.n_envs), np.zeros(env.n_envs, np.float32)

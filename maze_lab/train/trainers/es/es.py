@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from maze_lab.core.log_stats.writers import LogStatsWriter
-from maze_lab.train.trainers.common.actor_critic import _to_numpy, _to_plain
 from maze_lab.train.ray_config import RayWorkerSettings
+from maze_lab.train.trainers.common.actor_critic import _to_numpy, _to_plain
 from maze_lab.train.trainers.common.base import Trainer
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.ray_workers import RayWorkersMixin

@@ -19,8 +19,8 @@ import torch
 
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.writers import LogStatsWriter
-from maze_lab.train.trainers.common.actor_critic import _float, _key_of
 from maze_lab.train.ray_config import RayWorkerSettings
+from maze_lab.train.trainers.common.actor_critic import _float, _key_of
 from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.ray_workers import RayWorkersMixin

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.run.kernel_yield import give_way
 from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import RolloutGenerator
@@ -103,6 +104,7 @@ class SAC(Trainer):
         t1 = time.perf_counter()
         self._new_update()
         for _ in range(cfg.num_batches_per_iter):
+            give_way()  # a background run in a kernel makes room for a running cell
             self._learn(self.replay_buffer.sample(cfg.batch_size, self.device))
         self.updates += 1
         self._record(SACEvents.learning_rate, cfg.lr)

@@ -1,0 +1,117 @@
+"""A run training in the background of a Jupyter kernel gives way to the user's cells.
+
+The training thread and the kernel's cells share one interpreter lock. Left alone, Python hands the lock back and
+forth every few milliseconds, so a cell that runs while the trainer computes takes about twice its time. While a
+cell executes (between IPython's ``pre_run_cell`` and ``post_run_cell`` events), a background training thread
+therefore pauses briefly at its natural step boundaries (env steps of a rollout, minibatches of an update, evaluation
+steps): it works at most :data:`WORK_S` seconds, then sleeps :data:`PAUSE_S` seconds without holding the lock.
+Outside cells, and in any thread that is not a background run (a blocking ``rc.train()`` in a cell, scripts, the
+CLI), :func:`give_way` returns at once; the check is a module-global read.
+
+While a background run trains in a kernel, the interpreter's switch interval is :data:`SWITCH_INTERVAL_S` instead of
+5 ms: ipykernel hands every cell's output and status through its I/O thread several times per cell, and each
+hand-over waits for the training thread to let go of the lock (restored when the last background run ends).
+
+A cell that does not use the pause (it waits: ``handle.wait()``, ``time.sleep``, I/O; the kernel's main thread ran no
+Python while the run paused) is probed again only after :data:`IDLE_BACKOFF_S`, so that a notebook waiting for its
+run (papermill) costs the run about 2%. A long computing cell slows the run down (it keeps about a third of its
+speed) instead of the run slowing the cell.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+WORK_S = 0.002
+"""Seconds a background run works between two pauses while a cell executes."""
+PAUSE_S = 0.004
+"""Seconds of each pause (the lock is free for the cell)."""
+SWITCH_INTERVAL_S = 0.0005
+"""The interpreter's thread switch interval while a background run trains in a kernel (Python's default is 5 ms):
+every time the kernel's threads (the cell, its messages, widget updates) need the lock that the run holds, they wait
+up to this long."""
+IDLE_BACKOFF_S = 0.2
+"""After a pause the cell did not use (it waits rather than computes): seconds until the next pause."""
+
+_cell_running = False
+"""A cell is executing in this kernel (IPython's pre/post_run_cell; only ever True inside a kernel)."""
+_background: set[int] = set()
+"""Thread idents of the background runs that give way."""
+_next_pause: dict[int, float] = {}  # per background thread: perf_counter time of its next possible pause
+_hooked: list[object] = []  # the IPython shell whose events carry our callbacks (hooked once)
+_lock = threading.Lock()
+_saved_interval: list[float] = []  # the switch interval before the first background run started
+counts = {"pauses": 0, "unused": 0}
+"""Pauses made by background runs of this process, and those the cell did not use (it was waiting)."""
+
+
+def give_way() -> None:
+    """Called by the trainers at step boundaries: in a background run while a cell executes, pause now and then."""
+    if not _cell_running:
+        return
+    ident = threading.get_ident()
+    if ident not in _background or time.perf_counter() < _next_pause.get(ident, 0.0):
+        return
+    before = _main_position()
+    time.sleep(PAUSE_S)
+    used = _main_position() != before  # the kernel's main thread ran Python while the lock was free
+    _next_pause[ident] = time.perf_counter() + (WORK_S if used else IDLE_BACKOFF_S)
+    counts["pauses"] += 1
+    counts["unused"] += not used
+
+
+def _main_position() -> tuple[int, int] | None:
+    """Where the main thread (the one running cells) is in its innermost Python frame."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    return None if frame is None else (id(frame), frame.f_lasti)
+
+
+def _pre_run_cell(*_: object) -> None:
+    global _cell_running
+    _cell_running = True
+
+
+def _post_run_cell(*_: object) -> None:
+    global _cell_running
+    _cell_running = False
+
+
+def hook_kernel_cells() -> bool:
+    """Follow the cells of the IPython kernel this process runs (once); False where there is none."""
+    if _hooked:
+        return True
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "events") or getattr(shell, "kernel", None) is None:
+        return False  # a plain script, or a terminal IPython: no kernel, nobody's cells to make room for
+    shell.events.register("pre_run_cell", _pre_run_cell)
+    shell.events.register("post_run_cell", _post_run_cell)
+    _hooked.append(shell)
+    return True
+
+
+@contextmanager
+def background_run() -> Iterator[None]:
+    """Mark the calling thread as a background run for its duration (it gives way to cells where a kernel runs)."""
+    ident = threading.get_ident()
+    in_kernel = hook_kernel_cells()
+    with _lock:
+        if in_kernel and not _background:
+            _saved_interval.append(sys.getswitchinterval())
+            sys.setswitchinterval(min(SWITCH_INTERVAL_S, _saved_interval[-1]))
+        _background.add(ident)
+    try:
+        yield
+    finally:
+        with _lock:
+            _background.discard(ident)
+            _next_pause.pop(ident, None)
+            if not _background and _saved_interval:
+                sys.setswitchinterval(_saved_interval.pop())
