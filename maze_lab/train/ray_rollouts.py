@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import os
 import re
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,12 @@ from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 
 # RayConnectionError is raised through this module's API (runner.address): imported for its callers too
-from maze_lab.run.ray_tasks import RayConnectionError, ensure_ray, stop_ray_actors  # noqa: F401
+from maze_lab.run.ray_tasks import (  # noqa: F401
+    RayConnectionError,
+    ensure_ray,
+    remote_worker_class,
+    stop_ray_actors,
+)
 from maze_lab.train.vector_env import EpochEpisodeStats
 
 EnvFactory = Callable[[], Any]
@@ -204,24 +208,14 @@ class RayEnvGroup(EpochEpisodeStats):
 
     def start(self, policy: Any, seed: int | None) -> None:
         """Create the actors with a CPU copy of ``policy`` (its weights are sent again before every rollout)."""
-        import ray
-
         if self._closed or self._broken:
             raise RuntimeError("this RayEnvGroup is closed (after close() or a worker failure)")
-        need = self.n_workers * self.num_cpus_per_worker
-        have = ray.cluster_resources().get("CPU", 0.0)
-        if need > have:
-            message = (f"runner=ray: {self.n_workers} workers x {self.num_cpus_per_worker} CPUs need {need:g} CPUs; "
-                       f"the Ray cluster has {have:g}. Lower runner.n_workers or runner.num_cpus_per_worker")
-            if self.owns_ray:  # a local Ray started here never grows: the workers would wait forever
-                raise RuntimeError(message)
-            print(f"maze-lab: WARNING {message}, or add nodes (the workers wait until the cluster has room)",
-                  file=sys.stderr, flush=True)
+        # a local Ray started here never grows: too few CPUs is an error there (the workers would wait forever)
+        remote_cls = remote_worker_class(_RolloutWorker, self.n_workers, self.num_cpus_per_worker,
+                                         self.num_gpus_per_worker, self.owns_ray, "runner=ray")
         policy_copy = copy.deepcopy(policy)
         policy_copy.to("cpu")
         policy_payload = cloudpickle.dumps(policy_copy)
-        remote_cls = ray.remote(num_cpus=self.num_cpus_per_worker, num_gpus=self.num_gpus_per_worker,
-                                max_restarts=0)(_RolloutWorker)
         k = self.envs_per_worker
         try:
             for w in range(self.n_workers):
