@@ -39,7 +39,7 @@ from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.train.ray_rollouts import EnvFactory, RayEnvGroup, RayRolloutGenerator, _RolloutWorker
-from maze_lab.train.vector_env import how_it_ended
+from maze_lab.train.vector_env import end_process, how_it_ended
 
 PROCESS_ALGORITHMS = ("PPOAlgorithmConfig", "A2CAlgorithmConfig")
 """The algorithm configs whose rollouts run in the worker processes (A2C and PPO take a rollout generator)."""
@@ -145,14 +145,7 @@ def _shutdown_workers(processes: list[Any], conns: list[Any], timeout: float = _
         with contextlib.suppress(Exception):
             conn.close()
     for proc in processes:
-        proc.join(timeout=max(0.1, deadline - time.monotonic()))
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(timeout=2.0)
-        if proc.is_alive() and proc.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.join(timeout=1.0)
+        end_process(proc, wait=max(0.1, deadline - time.monotonic()))
 
 
 # ---- the driver side ------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ episode is handed over in ``info["terminal_observation"]`` so that trainers can 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -318,6 +319,20 @@ def pop_episode_stats(envs: list[LogStatsWrapper]) -> list[LogStats]:
     return out
 
 
+def end_process(proc: Any, wait: float = 0.0) -> None:
+    """End a worker process: wait up to ``wait`` seconds for it to exit by itself, then SIGTERM, then SIGKILL (each
+    with a short join, so that no zombie is left and the caller never hangs on a stuck worker)."""
+    if wait > 0:
+        proc.join(timeout=wait)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(timeout=2.0)
+    if proc.is_alive() and proc.pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.join(timeout=1.0)
+
+
 def how_it_ended(proc: Any, timeout: float = 5.0) -> str | None:
     """How a worker process whose pipe broke ended: ``signal 9 (SIGKILL)`` or ``exit code 1`` (None: still running
     after ``timeout`` seconds). The pipe breaks as the process ends; the join gives its exit status time to arrive."""
@@ -511,13 +526,7 @@ class SubprocVectorEnv(VectorEnv):
                 pass
             conn.close()
         for proc in self.processes:
-            proc.join(timeout=2.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=2.0)
-            if proc.is_alive() and proc.pid is not None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.join(timeout=1.0)
+            end_process(proc, wait=2.0)
 
     def __del__(self) -> None:
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.connection
-import os
 import signal
 import threading
 import traceback
@@ -24,7 +23,7 @@ import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.train.vector_env import how_it_ended, pop_episode_stats
+from maze_lab.train.vector_env import end_process, how_it_ended, pop_episode_stats
 
 
 class ESWorkerError(RuntimeError):
@@ -336,13 +335,7 @@ class ESWorkers:
             except (BrokenPipeError, ConnectionError, OSError):
                 pass
         for proc in self.processes:
-            proc.join(timeout=10.0)  # a worker finishes the episode it is in, then reads the close
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=2.0)
-            if proc.is_alive() and proc.pid is not None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.join(timeout=1.0)
+            end_process(proc, wait=10.0)  # a worker finishes the episode it is in, then reads the close
         for conn in self.conns:
             conn.close()
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import os
 import signal
 import time
 import traceback
@@ -29,7 +28,7 @@ import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
-from maze_lab.train.vector_env import how_it_ended
+from maze_lab.train.vector_env import end_process, how_it_ended
 
 
 class ImpalaActorError(RuntimeError):
@@ -268,13 +267,7 @@ def _shutdown(stop_flag: Any, processes: list[Any], conns: list[Any]) -> None:
             for proc in processes:
                 proc.join(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
     for proc in processes:
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(timeout=2.0)
-        if proc.is_alive() and proc.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.join(timeout=1.0)
+        end_process(proc)
     for conn in conns:
         with contextlib.suppress(OSError):
             conn.close()
