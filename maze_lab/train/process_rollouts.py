@@ -38,7 +38,14 @@ import cloudpickle
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils.factory import ConfigurationError
-from maze_lab.train.ray_rollouts import EnvFactory, RayEnvGroup, RayRolloutGenerator, _RolloutWorker
+from maze_lab.train.ray_config import check_worker_counts
+from maze_lab.train.ray_rollouts import (
+    EnvFactory,
+    RayEnvGroup,
+    RayRolloutGenerator,
+    _RolloutWorker,
+    worker_group_parts,
+)
 from maze_lab.train.vector_env import end_process, how_it_ended
 
 PROCESS_ALGORITHMS = ("PPOAlgorithmConfig", "A2CAlgorithmConfig")
@@ -65,10 +72,7 @@ def validate_process_runner(runner: Any, algorithm: Any) -> None:
     if name not in PROCESS_ALGORITHMS:
         raise ConfigurationError(f"runner=processes rolls out A2C and PPO (algorithm=a2c / ppo) in worker processes; "
                                  f"{name} runs its envs its own way: use runner=dev or runner=local with it")
-    for key in ("n_workers", "envs_per_worker"):
-        value = runner.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"runner.{key} must be an int >= 1, got {value!r}")
+    check_worker_counts(runner)
 
 
 # ---- the worker process ---------------------------------------------------------------------------------------
@@ -343,14 +347,5 @@ def process_rollout_generator(runner: Any, trainer_cls: type, env_factory: Calla
     :param env_factory: env index -> a picklable factory of that training env.
     :param spaces_env: an env (e.g. the evaluation env) with the spaces of the training envs; None: build one.
     """
-    from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer
-
-    if not issubclass(trainer_cls, ActorCriticTrainer):
-        raise ConfigurationError(f"runner=processes rolls out A2C and PPO; {trainer_cls.__name__} runs its envs its "
-                                 f"own way: use runner=dev or runner=local with it")
-    n_workers, per_worker = int(runner.n_workers), int(runner.envs_per_worker)
-    spaces = None if spaces_env is None else (spaces_env.observation_spaces_dict, spaces_env.action_spaces_dict,
-                                              spaces_env.agent_counts_dict)
-    env = ProcessEnvGroup([env_factory(i) for i in range(n_workers * per_worker)], n_workers, "train", writers,
-                          spaces)
-    return ProcessRolloutGenerator(env)
+    factories, n_workers, spaces = worker_group_parts(runner, trainer_cls, env_factory, spaces_env, "runner=processes")
+    return ProcessRolloutGenerator(ProcessEnvGroup(factories, n_workers, "train", writers, spaces))

@@ -42,6 +42,14 @@ class RayWorkerSettings:
                    runner.get("address") or None, int(runner.get("max_worker_restarts", 0) or 0))
 
 
+def check_worker_counts(runner: Any) -> None:
+    """Refuse ``runner.n_workers`` / ``runner.envs_per_worker`` that are not ints >= 1 (runner=ray and processes)."""
+    for key in ("n_workers", "envs_per_worker"):
+        value = runner.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"runner.{key} must be an int >= 1, got {value!r}")
+
+
 def validate_ray_runner(runner: Any, algorithm: Any) -> None:
     """Refuse ``runner=ray`` settings that cannot work, naming what would.
 
@@ -53,10 +61,7 @@ def validate_ray_runner(runner: Any, algorithm: Any) -> None:
         raise ConfigurationError(f"runner=ray runs A2C, PPO, ES and IMPALA (algorithm=a2c / ppo / es / impala) on "
                                  f"Ray; {name} runs its envs its own way (SAC and BC are not available on Ray): use "
                                  f"runner=dev or runner=local with it")
-    for key in ("n_workers", "envs_per_worker"):
-        value = runner.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"runner.{key} must be an int >= 1, got {value!r}")
+    check_worker_counts(runner)
     for key in ("num_cpus_per_worker", "num_gpus_per_worker"):
         value = runner.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:

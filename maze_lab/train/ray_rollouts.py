@@ -420,6 +420,25 @@ def concatenate_rollouts(rollouts: list[Any]) -> Any:
 # ---- the run layer's entry ----------------------------------------------------------------------------------
 
 
+def worker_group_parts(runner: Any, trainer_cls: type, env_factory: Callable[[int], EnvFactory], spaces_env: Any,
+                       what: str) -> tuple[list[EnvFactory], int, tuple[dict, dict, dict] | None]:
+    """(the ``n_workers * envs_per_worker`` env factories, ``n_workers``, the spaces of ``spaces_env`` or None) of a
+    group of rollout workers (runner=ray, runner=processes); A2C and PPO only.
+
+    :param what: the runner, for the message refusing other trainers.
+    """
+    from maze_lab.core.utils.factory import ConfigurationError
+    from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer
+
+    if not issubclass(trainer_cls, ActorCriticTrainer):
+        raise ConfigurationError(f"{what} rolls out A2C and PPO; {trainer_cls.__name__} runs its envs its own way: "
+                                 f"use runner=dev or runner=local with it")
+    n_workers, per_worker = int(runner.n_workers), int(runner.envs_per_worker)
+    spaces = None if spaces_env is None else (spaces_env.observation_spaces_dict, spaces_env.action_spaces_dict,
+                                              spaces_env.agent_counts_dict)
+    return [env_factory(i) for i in range(n_workers * per_worker)], n_workers, spaces
+
+
 def ray_rollout_generator(runner: Any, trainer_cls: type, env_factory: Callable[[int], EnvFactory],
                           writers: list[LogStatsWriter], spaces_env: Any = None) -> RayRolloutGenerator:
     """Start or join Ray as ``runner`` says and build the generator of ``runner.n_workers * runner.envs_per_worker``
@@ -431,17 +450,9 @@ def ray_rollout_generator(runner: Any, trainer_cls: type, env_factory: Callable[
     :param env_factory: env index -> a picklable factory of that training env.
     :param spaces_env: an env (e.g. the evaluation env) with the spaces of the training envs; None: build one.
     """
-    from maze_lab.core.utils.factory import ConfigurationError
-    from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer
-
-    if not issubclass(trainer_cls, ActorCriticTrainer):
-        raise ConfigurationError(f"runner=ray rolls out A2C and PPO; {trainer_cls.__name__} runs its envs its own "
-                                 f"way: use runner=dev or runner=local with it")
-    n_workers, per_worker = int(runner.n_workers), int(runner.envs_per_worker)
-    spaces = None if spaces_env is None else (spaces_env.observation_spaces_dict, spaces_env.action_spaces_dict,
-                                              spaces_env.agent_counts_dict)
+    factories, n_workers, spaces = worker_group_parts(runner, trainer_cls, env_factory, spaces_env, "runner=ray")
     started = ensure_ray(runner.get("address") or None, setting="runner.address")
-    env = RayEnvGroup([env_factory(i) for i in range(n_workers * per_worker)], n_workers, "train", writers, spaces,
+    env = RayEnvGroup(factories, n_workers, "train", writers, spaces,
                       num_cpus_per_worker=float(runner.get("num_cpus_per_worker", 1)),
                       num_gpus_per_worker=float(runner.get("num_gpus_per_worker", 0)))
     env.owns_ray = started
