@@ -284,6 +284,70 @@ def test_a_background_run_gives_way_to_a_computing_cell_not_to_a_waiting_one(ker
     assert kernel.value("kernel_yield.counts['pauses'] - _n") == 0
 
 
+def test_a_background_run_gives_way_to_a_widget_message_and_not_only_to_cells(kernel: Kernel) -> None:
+    """The run gives way while the kernel handles any shell message, not only a cell: a button's click handler (a
+    comm message sent while no cell runs) that computes gets the interpreter through the run's pauses; trivial cells
+    end the run's pauses early (``cut_short``), so a short cell does not cost the run a whole pause."""
+    kernel.ok("from maze_lab.run import kernel_yield\nimport ipywidgets, time as _t\n"
+              "rc_w = RunContext(overrides=TINY, silent=True)\nh_w = rc_w.train_async(0)\nclicked = {}\n"
+              "def busy_click(_):\n"
+              "    c = kernel_yield.counts\n"
+              "    used0, t0 = c['pauses'] - c['unused'], _t.monotonic()\n"
+              "    while c['pauses'] - c['unused'] < used0 + 5 and _t.monotonic() - t0 < 60:\n"
+              "        sum(i * i for i in range(2000))\n"
+              "    clicked['used'] = c['pauses'] - c['unused'] - used0\n"
+              "busy_button = ipywidgets.Button(description='busy')\nbusy_button.on_click(busy_click)")
+    comm_id = kernel.value("busy_button.model_id")
+    kernel.wait_for("h_w.progress.get('updates', 0) >= 2")
+    kernel.kc.shell_channel.send(kernel.kc.session.msg(
+        "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}))
+    assert kernel.wait_for("clicked.get('used')", timeout=180) >= 5
+    kernel.ok("_cut0 = kernel_yield.counts['cut_short']")
+    for _ in range(20):
+        kernel.ok("1 + 1")
+    assert kernel.value("kernel_yield.counts['cut_short'] - _cut0") > 0
+    kernel.ok("h_w.stop(); h_w.wait(timeout=120)")
+
+
+def test_a_pause_ends_as_soon_as_the_kernel_has_handled_its_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pausing background run goes on when the kernel's message is done, not after the longest pause (here
+    10 minutes): a short cell costs the run only what the cell computes."""
+    import sys
+    import threading
+
+    from maze_lab.run import kernel_yield
+
+    monkeypatch.setattr(kernel_yield, "PAUSE_S", 600.0)
+    cut0 = kernel_yield.counts["cut_short"]
+
+    def body() -> None:
+        with kernel_yield.background_run():
+            kernel_yield.give_way()
+
+    kernel_yield._enter()  # what the kernel does when a shell message arrives
+    try:
+        thread = threading.Thread(target=body, daemon=True)
+        thread.start()
+
+        def pausing() -> bool:
+            frame = sys._current_frames().get(thread.ident)
+            while frame is not None:
+                if frame.f_code.co_name == "give_way":
+                    return True
+                frame = frame.f_back
+            return False
+
+        deadline = time.monotonic() + 60
+        while not pausing():
+            assert thread.is_alive() and time.monotonic() < deadline, "the run never paused"
+            time.sleep(0.01)
+    finally:
+        kernel_yield._leave()  # the kernel has handled its message
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the run still waits out its pause after the kernel's message was handled"
+    assert kernel_yield.counts["cut_short"] == cut0 + 1
+
+
 def test_outside_a_kernel_a_background_run_changes_nothing() -> None:
     """A script's background run: no cell events to follow, the switch interval stays, give_way never pauses."""
     import sys

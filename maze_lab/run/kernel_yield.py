@@ -1,25 +1,31 @@
-"""A run training in the background of a Jupyter kernel gives way to the user's cells.
+"""A run training in the background of a Jupyter kernel gives way to the user's cells and widgets.
 
 The training thread and the kernel's cells share one interpreter lock. Left alone, Python hands the lock back and
-forth every few milliseconds, so a cell that runs while the trainer computes takes about twice its time. While a
-cell executes (between IPython's ``pre_run_cell`` and ``post_run_cell`` events), a background training thread
-therefore pauses briefly at its natural step boundaries (env steps of a rollout, minibatches of an update, evaluation
-steps): it works at most :data:`WORK_S` seconds, then sleeps :data:`PAUSE_S` seconds without holding the lock.
-Outside cells, and in any thread that is not a background run (a blocking ``rc.train()`` in a cell, scripts, the
+forth every few milliseconds, so a cell that runs while the trainer computes takes about twice its time. While the
+kernel handles a message of its shell channel (a cell from its execute request to its reply and idle status, a
+widget's comm message, a completion request), a background training thread therefore pauses briefly at its natural
+step boundaries (env steps of a rollout, minibatches of an update, evaluation steps): it works at most
+:data:`WORK_S` seconds, then waits up to :data:`PAUSE_S` seconds without holding the lock, and goes on at once when
+the kernel has finished the message (a short cell costs the run only what it computes, not a whole pause). Outside
+those messages, and in any thread that is not a background run (a blocking ``rc.train()`` in a cell, scripts, the
 CLI), :func:`give_way` returns at once; the check is a module-global read.
+
+The kernel's messages are followed by wrapping its ``dispatch_shell`` (ipykernel 6 and 7); where a kernel has no such
+coroutine, IPython's ``pre_run_cell`` / ``post_run_cell`` events mark the cells instead.
 
 While a background run trains in a kernel, the interpreter's switch interval is :data:`SWITCH_INTERVAL_S` instead of
 5 ms: ipykernel hands every cell's output and status through its I/O thread several times per cell, and each
 hand-over waits for the training thread to let go of the lock (restored when the last background run ends).
 
-A cell that does not use the pause (it waits: ``handle.wait()``, ``time.sleep``, I/O; the kernel's main thread ran no
-Python while the run paused) is probed again only after :data:`IDLE_BACKOFF_S`, so that a notebook waiting for its
-run (papermill) costs the run about 2%. A long computing cell slows the run down (it keeps about a third of its
-speed) instead of the run slowing the cell.
+A message whose handler does not use the pause (it waits: ``handle.wait()``, ``time.sleep``, I/O; the kernel's main
+thread ran no Python while the run paused) is probed again only after :data:`IDLE_BACKOFF_S`, so that a notebook
+waiting for its run (papermill) costs the run about 2%. A long computing cell slows the run down (it keeps about a
+third of its speed) instead of the run slowing the cell.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import time
@@ -29,7 +35,7 @@ from contextlib import contextmanager
 WORK_S = 0.002
 """Seconds a background run works between two pauses while a cell executes."""
 PAUSE_S = 0.004
-"""Seconds of each pause (the lock is free for the cell)."""
+"""Longest pause in seconds (the lock is free for the kernel); a pause ends early when the kernel's message is done."""
 SWITCH_INTERVAL_S = 0.0005
 """The interpreter's thread switch interval while a background run trains in a kernel (Python's default is 5 ms):
 every time the kernel's threads (the cell, its messages, widget updates) need the lock that the run holds, they wait
@@ -37,31 +43,37 @@ up to this long."""
 IDLE_BACKOFF_S = 0.2
 """After a pause the cell did not use (it waits rather than computes): seconds until the next pause."""
 
-_cell_running = False
-"""A cell is executing in this kernel (IPython's pre/post_run_cell; only ever True inside a kernel)."""
+_busy = 0
+"""Shell messages (cells, widget messages) the kernel is handling now; only ever above 0 inside a kernel."""
+_quiet = threading.Event()
+"""Set while the kernel handles no shell message: a pausing run waits on it."""
+_quiet.set()
+_busy_lock = threading.Lock()
 _background: set[int] = set()
 """Thread idents of the background runs that give way."""
 _next_pause: dict[int, float] = {}  # per background thread: perf_counter time of its next possible pause
 _hooked: list[object] = []  # the IPython shell whose events carry our callbacks (hooked once)
 _lock = threading.Lock()
 _saved_interval: list[float] = []  # the switch interval before the first background run started
-counts = {"pauses": 0, "unused": 0}
-"""Pauses made by background runs of this process, and those the cell did not use (it was waiting)."""
+counts = {"pauses": 0, "unused": 0, "cut_short": 0}
+"""Pauses made by background runs of this process, those the kernel did not use (its handler was waiting), and those
+that ended early because the kernel finished its message."""
 
 
 def give_way() -> None:
     """Called by the trainers at step boundaries: in a background run while a cell executes, pause now and then."""
-    if not _cell_running:
+    if not _busy:
         return
     ident = threading.get_ident()
     if ident not in _background or time.perf_counter() < _next_pause.get(ident, 0.0):
         return
     before = _main_position()
-    time.sleep(PAUSE_S)
-    used = _main_position() != before  # the kernel's main thread ran Python while the lock was free
+    done = _quiet.wait(PAUSE_S)  # without the lock; returns as soon as the kernel has handled its message
+    used = done or _main_position() != before  # the kernel's main thread ran Python while the lock was free
     _next_pause[ident] = time.perf_counter() + (WORK_S if used else IDLE_BACKOFF_S)
     counts["pauses"] += 1
     counts["unused"] += not used
+    counts["cut_short"] += done
 
 
 def _main_position() -> tuple[int, int] | None:
@@ -70,18 +82,44 @@ def _main_position() -> tuple[int, int] | None:
     return None if frame is None else (id(frame), frame.f_lasti)
 
 
-def _pre_run_cell(*_: object) -> None:
-    global _cell_running
-    _cell_running = True
+def _enter(*_: object) -> None:
+    """The kernel starts handling a message (or a cell starts)."""
+    global _busy
+    with _busy_lock:
+        _busy += 1
+        _quiet.clear()
 
 
-def _post_run_cell(*_: object) -> None:
-    global _cell_running
-    _cell_running = False
+def _leave(*_: object) -> None:
+    """The kernel has handled a message (or a cell has ended)."""
+    global _busy
+    with _busy_lock:
+        _busy = max(0, _busy - 1)
+        if not _busy:
+            _quiet.set()
+
+
+def _follow_dispatch(kernel: object) -> bool:
+    """Wrap the kernel's ``dispatch_shell`` coroutine so that every shell message it handles marks the kernel busy."""
+    original = getattr(kernel, "dispatch_shell", None)
+    if original is None or not inspect.iscoroutinefunction(original):
+        return False
+
+    async def dispatch_shell(*args: object, **kwargs: object) -> object:
+        _enter()
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            _leave()
+
+    dispatch_shell.__wrapped__ = original  # type: ignore[attr-defined]
+    kernel.dispatch_shell = dispatch_shell  # type: ignore[attr-defined]
+    return True
 
 
 def hook_kernel_cells() -> bool:
-    """Follow the cells of the IPython kernel this process runs (once); False where there is none."""
+    """Follow the shell messages (cells, widget messages) of the IPython kernel this process runs (once); False where
+    there is none."""
     if _hooked:
         return True
     try:
@@ -91,8 +129,9 @@ def hook_kernel_cells() -> bool:
     shell = get_ipython()
     if shell is None or not hasattr(shell, "events") or getattr(shell, "kernel", None) is None:
         return False  # a plain script, or a terminal IPython: no kernel, nobody's cells to make room for
-    shell.events.register("pre_run_cell", _pre_run_cell)
-    shell.events.register("post_run_cell", _post_run_cell)
+    if not _follow_dispatch(shell.kernel):  # a kernel without ipykernel's dispatch coroutine: follow its cells only
+        shell.events.register("pre_run_cell", _enter)
+        shell.events.register("post_run_cell", _leave)
     _hooked.append(shell)
     return True
 
