@@ -348,6 +348,59 @@ def test_a_pause_ends_as_soon_as_the_kernel_has_handled_its_message(monkeypatch:
     assert kernel_yield.counts["cut_short"] == cut0 + 1
 
 
+def test_the_pause_lasts_until_the_kernels_io_thread_has_sent_the_idle_status() -> None:
+    """A handled message ends the pause only once the kernel's I/O thread has sent what the handler published (the
+    idle status the user waits for): the release is queued behind those sends, not done when the handler returns."""
+    import asyncio
+    import types
+
+    from maze_lab.run import kernel_yield
+
+    queued: list = []
+    seen: list[int] = []
+
+    async def dispatch_shell(msg: object) -> None:
+        seen.append(kernel_yield._busy)  # the kernel counts as busy while its handler runs
+        queued.append(lambda: None)  # what the handler publishes (the idle status) is queued first
+
+    kernel = types.SimpleNamespace(dispatch_shell=dispatch_shell,
+                                   iopub_thread=types.SimpleNamespace(schedule=queued.append))
+    assert kernel_yield._follow_dispatch(kernel)
+    busy0 = kernel_yield._busy
+    asyncio.run(kernel.dispatch_shell("a message"))
+    assert seen == [busy0 + 1]
+    assert kernel_yield._busy == busy0 + 1 and not kernel_yield._quiet.is_set()  # the sends are still queued
+    for send in queued:  # the I/O thread works through its queue in order
+        send()
+    assert kernel_yield._busy == busy0 and kernel_yield._quiet.is_set() == (busy0 == 0)
+
+
+def test_the_end_of_an_epoch_gives_way_between_its_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Writing an epoch's statistics, evaluating and saving the checkpoint take tens of milliseconds together: a
+    background run gives way between their parts too (each writer, each histogram, before the evaluation, between the
+    checkpoint files), not only between updates and env steps, so that a cell arriving then is not held up."""
+    import sys
+
+    import maze_lab.core.log_stats.writers as writers
+    import maze_lab.train.trainers.common.base as base
+    import maze_lab.train.trainers.common.checkpoints as checkpoints
+    import maze_lab.train.vector_env as vector_env
+    from maze_lab.run.run_context import RunContext
+
+    callers: set[str] = set()
+
+    def record() -> None:
+        callers.add(sys._getframe(1).f_code.co_name)
+
+    for module in (writers, base, checkpoints, vector_env):
+        monkeypatch.setattr(module, "give_way", record)
+    rc = RunContext(overrides={**TINY, "log_base_dir": str(tmp_path)}, silent=True)
+    rc.train(2)
+    rc.close()
+    assert {"_train_epochs", "_write_epoch_stats", "write_epoch_stats", "write_checkpoints"} <= callers, callers
+    assert "write" in callers, callers  # the TensorBoard writer, between its histograms
+
+
 def test_outside_a_kernel_a_background_run_changes_nothing() -> None:
     """A script's background run: no cell events to follow, the switch interval stays, give_way never pauses."""
     import sys

@@ -5,8 +5,10 @@ forth every few milliseconds, so a cell that runs while the trainer computes tak
 kernel handles a message of its shell channel (a cell from its execute request to its reply and idle status, a
 widget's comm message, a completion request), a background training thread therefore pauses briefly at its natural
 step boundaries (env steps of a rollout, minibatches of an update, evaluation steps): it works at most
-:data:`WORK_S` seconds, then waits up to :data:`PAUSE_S` seconds without holding the lock, and goes on at once when
-the kernel has finished the message (a short cell costs the run only what it computes, not a whole pause). Outside
+:data:`WORK_S` seconds, then waits up to :data:`PAUSE_S` seconds without holding the lock, and goes on as soon as
+the kernel has handled the message and its I/O thread has sent the reply's output and idle status (a short cell costs
+the run only what it computes, not a whole pause). The end of an epoch (statistics writers, histograms, evaluation,
+checkpoint files) gives way between its parts as updates and env steps do. Outside
 those messages, and in any thread that is not a background run (a blocking ``rc.train()`` in a cell, scripts, the
 CLI), :func:`give_way` returns at once; the check is a module-global read.
 
@@ -99,6 +101,20 @@ def _leave(*_: object) -> None:
             _quiet.set()
 
 
+def _leave_after_sends(kernel: object) -> None:
+    """The kernel has handled a message; the run goes on once the kernel's I/O thread has sent what the handler
+    published (the reply's output and the idle status, which the user waits for): ``_leave`` is queued behind them."""
+    schedule = getattr(getattr(kernel, "iopub_thread", None), "schedule", None)
+    if schedule is None:
+        _leave()
+        return
+    try:
+        schedule(_leave)  # runs in the I/O thread after the sends queued before it (at once if that thread is gone)
+    except Exception:  # noqa: BLE001 - a closing kernel: never keep the run paused
+        _leave()
+
+
+
 def _follow_dispatch(kernel: object) -> bool:
     """Wrap the kernel's ``dispatch_shell`` coroutine so that every shell message it handles marks the kernel busy."""
     original = getattr(kernel, "dispatch_shell", None)
@@ -110,7 +126,7 @@ def _follow_dispatch(kernel: object) -> bool:
         try:
             return await original(*args, **kwargs)
         finally:
-            _leave()
+            _leave_after_sends(kernel)
 
     dispatch_shell.__wrapped__ = original  # type: ignore[attr-defined]
     kernel.dispatch_shell = dispatch_shell  # type: ignore[attr-defined]

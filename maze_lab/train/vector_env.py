@@ -24,6 +24,7 @@ from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, 
 from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+from maze_lab.run.kernel_yield import give_way
 
 EnvFactory = Callable[[], Any]
 
@@ -103,6 +104,7 @@ class EpochEpisodeStats:
         stats = self.epoch_aggregator.reduce()
         self.epoch = self.epoch + 1 if epoch is None else epoch
         for w in self.writers:
+            give_way()  # a background run in a kernel makes room for a running cell
             w.write(self.logging_prefix, self.epoch, stats)
         return stats
 

@@ -169,7 +169,10 @@ def main() -> None:
                                     async_threads=args.async_torch_threads or None, runner=args.runner,
                                     extra=extra))
             kernel.run("blocking(1)")  # warm-up: imports, first allocations
-            idle_latency = [kernel.run("1 + 1")[0] for _ in range(50)]
+            idle_latency = []  # at the pace of the busy cells (one every probe_gap), as a user sends them
+            for _ in range(50):
+                idle_latency.append(kernel.run("1 + 1")[0])
+                time.sleep(args.probe_gap)
             # the kernel's own interpreter time per trivial cell (parsing, history, messages): a training thread that
             # shares the interpreter loses at least this much per cell, whatever the run does
             cpu0, wall0 = kernel.value("__import__('time').process_time()"), time.perf_counter()

@@ -210,9 +210,12 @@ def main() -> None:
                         busy_cells[name].append(kernel.run(code)[0])
                     time.sleep(args.probe_gap)
                 build_idle.append(kernel.run(BUILD)[0])  # the finished run: same statistics, idle kernel
+                # the same cells at the same pace as while busy (a pause of probe_gap after each pair): cells sent
+                # back to back find the kernel's threads awake and run faster than cells a user sends
                 for _ in range(max(5, len(busy_cells[next(iter(CELLS))]) // args.repeats)):
                     for name, code in CELLS.items():
                         idle_cells[name].append(kernel.run(code)[0])
+                    time.sleep(args.probe_gap)
                 kernel.value("result()")
     finally:
         kernel.close()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats, StatKey
+from maze_lab.run.kernel_yield import give_way
 
 if TYPE_CHECKING:
     from maze_lab.core.log_stats.stats_files import EpochAppender
@@ -137,6 +138,7 @@ class TensorBoardWriter(LogStatsWriter):
         for key, value in stats.items():
             tag = tensorboard_tag(prefix, key)
             if is_distribution(value):
+                give_way()  # histograms take a while: a background run in a kernel makes room for a running cell
                 samples = _flat_samples(value)
                 if samples.size:
                     self._writer.add_histogram(tag, samples, global_step=step)

@@ -136,6 +136,7 @@ class Trainer(TrainingControl, ABC):
         trainer_stats = self.stats_aggregator.reduce()
         prefix = getattr(self.env, "logging_prefix", None) or self.train_prefix
         for w in self.writers:
+            give_way()  # a background run in a kernel makes room for a running cell
             w.write(prefix, self.epoch, trainer_stats)
         return {**env_stats, **trainer_stats}
 
@@ -210,9 +211,13 @@ class Trainer(TrainingControl, ABC):
             self.epoch += 1
             self._record(self.events.time_epoch, time.perf_counter() - epoch_start)
             # train, trainer and eval statistics of the epoch reach readers together (the StatsStore)
+            # the epoch's end (statistics, evaluation, checkpoint) gives way between its parts, as updates do
+            give_way()
             with epoch_commit(self._epoch_writers(), self.epoch):
                 stats = self._write_epoch_stats()
+                give_way()
                 self._evaluate_epoch()
+            give_way()
             self.save_checkpoint()
             for cb in self.callbacks:
                 cb(self, stats)

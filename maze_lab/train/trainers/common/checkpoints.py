@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from maze_lab.run.kernel_yield import give_way
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 
 
@@ -51,6 +52,7 @@ def write_checkpoints(state: dict[str, Any], checkpoint_dir: Path | None, model_
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_save(state, path)
+    give_way()  # a background run in a kernel makes room for a running cell between the two files
     if model_selection.best_state is not None and checkpoint_dir is not None:
         best = checkpoint_dir / "state_dict_best.pt"
         if model_selection.dump_file is None or Path(model_selection.dump_file) != best:
