@@ -129,6 +129,12 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Kernel:
     km.shutdown_kernel(now=True)
 
 
+def test_the_project_kernel_packs_its_messages_with_orjson(kernel: Kernel) -> None:
+    """The set-up installs orjson, which jupyter_client then uses for every message of the kernel: less of the
+    kernel's interpreter per cell, which a run training in the background shares (background_overhead)."""
+    assert kernel.value("get_ipython().kernel.session.pack.__name__") == "orjson_packer"
+
+
 def test_a_cell_gets_its_own_reply_when_other_replies_are_queued(kernel: Kernel) -> None:
     """A kernel slow to start leaves extra kernel_info replies queued (``wait_for_ready`` asks every second); a
     failing cell must still read as failed, not take the "ok" of a reply queued before its own."""

@@ -26,13 +26,16 @@ import json
 import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from jupyter_client import KernelManager
 
 SETUP = """
 import threading, time
+from pathlib import Path
 import torch
+ENDED = Path({log_dir!r}) / "background-run-ended"
 from maze_lab.run.run_context import RunContext
 if {torch_threads}:
     torch.set_num_threads({torch_threads})
@@ -62,11 +65,13 @@ def start_background(n_epochs):
     global BG
     rc = fresh()
     ended = []
+    ENDED.unlink(missing_ok=True)
     t0, cpu0 = time.perf_counter(), time.process_time()
     handle = rc.train_async(n_epochs, torch_threads={async_threads})
-    # a waiting thread takes the end time: it sleeps on an event and costs the run nothing
-    threading.Thread(target=lambda: (handle.wait(), ended.append((time.perf_counter(), time.process_time()))),
-                     daemon=True).start()
+    # a waiting thread takes the end time (it sleeps on an event and costs the run nothing) and leaves a file that
+    # the client watches, so that no cell but the measured ones runs while the run trains
+    threading.Thread(target=lambda: (handle.wait(), ended.append((time.perf_counter(), time.process_time())),
+                                     ENDED.touch()), daemon=True).start()
     BG = (rc, handle, (t0, cpu0), ended)
 
 def background_result():
@@ -118,16 +123,12 @@ class Kernel:
         self.km.shutdown_kernel(now=True)
 
 
-def background(kernel: Kernel, n_epochs: int, probe_gap: float | None) -> tuple[dict, list[float]]:
-    """One background run; with ``probe_gap``, trivial cells are executed while it trains."""
+def background(kernel: Kernel, n_epochs: int, probe_gap: float | None, ended: Path) -> tuple[dict, list[float]]:
+    """One background run; with ``probe_gap``, trivial cells are executed while it trains. ``ended``: the file the
+    kernel leaves when the run has ended (watched here, so that checking costs the kernel no cell)."""
     kernel.run(f"start_background({n_epochs})")
     latencies: list[float] = []
-    next_check = 0.0
-    while True:
-        if time.monotonic() >= next_check:  # the end check is a cell too: a few per second only
-            if kernel.value("len(BG[3]) > 0"):
-                break
-            next_check = time.monotonic() + 0.5
+    while not ended.exists():
         if probe_gap is None:
             time.sleep(0.05)
             continue
@@ -165,6 +166,7 @@ def main() -> None:
     kernel = Kernel()
     try:
         with tempfile.TemporaryDirectory() as log_dir:
+            ended = Path(log_dir) / "background-run-ended"
             kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length, torch_threads=args.torch_threads,
                                     async_threads=args.async_torch_threads or None, runner=args.runner,
                                     extra=extra))
@@ -191,10 +193,10 @@ def main() -> None:
                 sps["blocking (train)"].append(r["env_steps"] / r["wall"])
                 r = kernel.value(f"blocking({args.epochs}, threads=1)")
                 sps["blocking, 1 torch thread"].append(r["env_steps"] / r["wall"])
-                r, _ = background(kernel, args.epochs, None)
+                r, _ = background(kernel, args.epochs, None, ended)
                 sps["background, idle kernel"].append(r["env_steps"] / r["wall"])
                 kernel_cpu.append((r["kernel_cpu"] / r["env_steps"] * 1000, r["kernel_cpu"] / r["wall"]))
-                r, lat = background(kernel, args.epochs, args.probe_gap)
+                r, lat = background(kernel, args.epochs, args.probe_gap, ended)
                 sps[probed].append(r["env_steps"] / r["wall"])
                 latencies += lat
             threads = kernel.value("torch.get_num_threads()")

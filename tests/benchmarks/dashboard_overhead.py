@@ -36,7 +36,9 @@ from background_overhead import Kernel  # noqa: E402
 
 SETUP = """
 import threading, time
+from pathlib import Path
 import numpy as np
+ENDED = Path({log_dir!r}) / "background-run-ended"
 from IPython.display import display
 from maze_lab.run.run_context import RunContext
 from maze_lab.widgets.dashboard import TrainingDashboard
@@ -50,9 +52,12 @@ def start(n_epochs, cockpit):
     if hasattr(trainer.env, "start") and not trainer.env.started:  # runner=processes: start its workers now, too
         trainer.env.start(trainer.eval_policy, 1234)
     ended = []
+    ENDED.unlink(missing_ok=True)
     t0 = time.perf_counter()
     handle = rc.train_async(n_epochs)
-    threading.Thread(target=lambda: (handle.wait(), ended.append(time.perf_counter())), daemon=True).start()
+    # the end time, and a file the client watches (checking costs the kernel no cell)
+    threading.Thread(target=lambda: (handle.wait(), ended.append(time.perf_counter()), ENDED.touch()),
+                     daemon=True).start()
     board = None
     if cockpit:
         board = TrainingDashboard(handle)
@@ -92,18 +97,15 @@ CELLS = {
 BUILD = "_b = TrainingDashboard(DONE)\ndisplay(_b)\n_b.close()"
 
 
-def train_with_cells(kernel: Kernel, n_epochs: int, cockpit: bool, gap: float,
+def train_with_cells(kernel: Kernel, n_epochs: int, cockpit: bool, gap: float, ended: Path,
                      cells: dict[str, str] | None = None) -> tuple[dict, dict[str, list[float]]]:
-    """One background run while cells run every ``gap`` seconds; returns its throughput and the cells' wall times."""
+    """One background run while cells run every ``gap`` seconds (until the kernel leaves the file ``ended``); returns
+    its throughput and the cells' wall times."""
     kernel.run(f"start({n_epochs}, {cockpit})")
     walls: dict[str, list[float]] = {name: [] for name in (cells or {"1 + 1": "1 + 1"})}
     codes = cells or {"1 + 1": "1 + 1"}
-    next_check, i = 0.0, 0
-    while True:
-        if time.monotonic() >= next_check:
-            if kernel.value("len(BG[3]) > 0"):
-                break
-            next_check = time.monotonic() + 0.5
+    i = 0
+    while not ended.exists():
         name = list(codes)[i % len(codes)]
         walls[name].append(kernel.run(codes[name])[0])
         i += 1
@@ -190,12 +192,13 @@ def main() -> None:
     build_busy: list[float] = []
     try:
         with tempfile.TemporaryDirectory() as log_dir:
+            ended = Path(log_dir) / "background-run-ended"
             kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length, runner=args.runner))
             kernel.run("start(1, True)")  # warm-up: imports, first allocations, the widget classes
             kernel.value("(BG[1].wait(), result())[1]")
             for _ in range(args.repeats):  # interleaved, so that machine noise hits both variants alike
                 for cockpit in (False, True):
-                    r, _ = train_with_cells(kernel, args.epochs, cockpit, args.probe_gap)
+                    r, _ = train_with_cells(kernel, args.epochs, cockpit, args.probe_gap, ended)
                     sps[f"background, cells, {'cockpit' if cockpit else 'no cockpit'}"].append(
                         r["env_steps"] / r["wall"])
                     if cockpit:
@@ -205,7 +208,7 @@ def main() -> None:
                 build_busy.append(kernel.run(BUILD)[0])
                 for name, code in CELLS.items():
                     busy_cells[name].append(kernel.run(code)[0])
-                while not kernel.value("len(BG[3]) > 0"):
+                while not ended.exists():
                     for name, code in CELLS.items():
                         busy_cells[name].append(kernel.run(code)[0])
                     time.sleep(args.probe_gap)
