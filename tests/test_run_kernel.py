@@ -304,6 +304,11 @@ def test_a_background_run_gives_way_to_a_widget_message_and_not_only_to_cells(ke
               "    clicked['used'] = c['pauses'] - c['unused'] - used0\n"
               "busy_button = ipywidgets.Button(description='busy')\nbusy_button.on_click(busy_click)")
     comm_id = kernel.value("busy_button.model_id")
+    # the kernel's shell messages are followed from their arrival and through their handler
+    assert kernel.value("get_ipython().kernel.shell_stream._recv_callback.__qualname__") == \
+        "_follow_arrivals.<locals>.on_recv"
+    assert kernel.value("get_ipython().kernel.dispatch_shell.__qualname__") == \
+        "_follow_dispatch.<locals>.dispatch_shell"
     kernel.wait_for("h_w.progress.get('updates', 0) >= 2")
     kernel.kc.shell_channel.send(kernel.kc.session.msg(
         "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}))
@@ -405,6 +410,50 @@ def test_the_end_of_an_epoch_gives_way_between_its_parts(monkeypatch: pytest.Mon
     rc.close()
     assert {"_train_epochs", "_write_epoch_stats", "write_epoch_stats", "write_checkpoints"} <= callers, callers
     assert "write" in callers, callers  # the TensorBoard writer, between its histograms
+
+
+def test_a_run_waits_for_an_arrived_message_to_reach_its_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between a shell message's arrival and its handler, the kernel's threads pass it on: a background run that
+    reaches a step boundary then waits (without the lock) until the handler starts, instead of competing with them;
+    once the message is handled it goes on."""
+    import sys
+    import threading
+    import types
+
+    from maze_lab.run import kernel_yield
+
+    monkeypatch.setattr(kernel_yield, "ARRIVAL_S", 600.0)
+    received: list = []
+    stream = types.SimpleNamespace(_recv_callback=received.append)
+    assert kernel_yield._follow_arrivals(types.SimpleNamespace(shell_stream=stream))
+    arrivals0 = kernel_yield.counts["arrivals"]
+    stream._recv_callback("a message")  # what pyzmq calls in the receiving thread
+    assert received == ["a message"] and kernel_yield._arriving
+
+    def body() -> None:
+        with kernel_yield.background_run():
+            kernel_yield.give_way()
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+
+    def waiting() -> bool:
+        frame = sys._current_frames().get(thread.ident)
+        while frame is not None:
+            if frame.f_code.co_name == "give_way":
+                return True
+            frame = frame.f_back
+        return False
+
+    deadline = time.monotonic() + 60
+    while not waiting():
+        assert thread.is_alive() and time.monotonic() < deadline, "the run did not wait for the arrived message"
+        time.sleep(0.01)
+    kernel_yield._enter()  # the handler starts ...
+    kernel_yield._leave()  # ... and ends
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert kernel_yield.counts["arrivals"] == arrivals0 + 1 and not kernel_yield._arriving
 
 
 def test_outside_a_kernel_a_background_run_changes_nothing() -> None:

@@ -42,6 +42,9 @@ SWITCH_INTERVAL_S = 0.0005
 """The interpreter's thread switch interval while a background run trains in a kernel (Python's default is 5 ms):
 every time the kernel's threads (the cell, its messages, widget updates) need the lock that the run holds, they wait
 up to this long."""
+ARRIVAL_S = 0.005
+"""Longest wait, in seconds, of a background run for a shell message that has arrived to reach its handler (the
+kernel's threads pass it on without competing with the run for the lock)."""
 IDLE_BACKOFF_S = 0.2
 """After a pause the cell did not use (it waits rather than computes): seconds until the next pause."""
 
@@ -51,13 +54,19 @@ _quiet = threading.Event()
 """Set while the kernel handles no shell message: a pausing run waits on it."""
 _quiet.set()
 _busy_lock = threading.Lock()
+_arriving = False
+"""A shell message has arrived and has not reached its handler yet."""
+_arrived_at = 0.0
+_dispatched = threading.Event()
+"""Set when the last message that arrived has reached its handler."""
+_dispatched.set()
 _background: set[int] = set()
 """Thread idents of the background runs that give way."""
 _next_pause: dict[int, float] = {}  # per background thread: perf_counter time of its next possible pause
 _hooked: list[object] = []  # the IPython shell whose events carry our callbacks (hooked once)
 _lock = threading.Lock()
 _saved_interval: list[float] = []  # the switch interval before the first background run started
-counts = {"pauses": 0, "unused": 0, "cut_short": 0}
+counts = {"pauses": 0, "unused": 0, "cut_short": 0, "arrivals": 0}
 """Pauses made by background runs of this process, those the kernel did not use (its handler was waiting), and those
 that ended early because the kernel finished its message."""
 
@@ -65,7 +74,16 @@ that ended early because the kernel finished its message."""
 def give_way() -> None:
     """Called by the trainers at step boundaries: in a background run while a cell executes, pause now and then."""
     if not _busy:
-        return
+        if not _arriving:
+            return
+        ident = threading.get_ident()
+        left = _arrived_at + ARRIVAL_S - time.perf_counter()
+        if ident not in _background or left <= 0:
+            return
+        _dispatched.wait(left)  # without the lock: the kernel's threads pass the message on to its handler
+        counts["arrivals"] += 1
+        if not _busy:
+            return
     ident = threading.get_ident()
     if ident not in _background or time.perf_counter() < _next_pause.get(ident, 0.0):
         return
@@ -86,10 +104,12 @@ def _main_position() -> tuple[int, int] | None:
 
 def _enter(*_: object) -> None:
     """The kernel starts handling a message (or a cell starts)."""
-    global _busy
+    global _busy, _arriving
     with _busy_lock:
         _busy += 1
         _quiet.clear()
+        _arriving = False
+        _dispatched.set()
 
 
 def _leave(*_: object) -> None:
@@ -99,6 +119,29 @@ def _leave(*_: object) -> None:
         _busy = max(0, _busy - 1)
         if not _busy:
             _quiet.set()
+
+
+def _arrival() -> None:
+    """A shell message has arrived (called in the thread that receives the kernel's shell messages)."""
+    global _arriving, _arrived_at
+    _arrived_at = time.perf_counter()
+    _dispatched.clear()
+    _arriving = True
+
+
+def _follow_arrivals(kernel: object) -> bool:
+    """Mark each shell message as it arrives, before the kernel's threads pass it on to its handler."""
+    stream = getattr(kernel, "shell_stream", None)
+    callback = getattr(stream, "_recv_callback", None)
+    if callback is None:
+        return False
+
+    def on_recv(msg: object) -> object:
+        _arrival()
+        return callback(msg)
+
+    stream._recv_callback = on_recv  # type: ignore[union-attr]  # pyzmq's ZMQStream keeps its one callback here
+    return True
 
 
 def _leave_after_sends(kernel: object) -> None:
@@ -145,7 +188,9 @@ def hook_kernel_cells() -> bool:
     shell = get_ipython()
     if shell is None or not hasattr(shell, "events") or getattr(shell, "kernel", None) is None:
         return False  # a plain script, or a terminal IPython: no kernel, nobody's cells to make room for
-    if not _follow_dispatch(shell.kernel):  # a kernel without ipykernel's dispatch coroutine: follow its cells only
+    if _follow_dispatch(shell.kernel):
+        _follow_arrivals(shell.kernel)
+    else:  # a kernel without ipykernel's dispatch coroutine: follow its cells only
         shell.events.register("pre_run_cell", _enter)
         shell.events.register("post_run_cell", _leave)
     _hooked.append(shell)
