@@ -320,38 +320,48 @@ def test_a_background_run_gives_way_to_a_widget_message_and_not_only_to_cells(ke
     kernel.ok("h_w.stop(); h_w.wait(timeout=120)")
 
 
+def _background_thread_in_give_way() -> Any:
+    """A thread marked as a background run that calls ``give_way`` once; returned when it is inside that call
+    (waiting there), or the assertion says that it never got there."""
+    import sys
+    import threading
+
+    from maze_lab.run import kernel_yield
+
+    def body() -> None:
+        with kernel_yield.background_run():
+            kernel_yield.give_way()
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+
+    def in_give_way() -> bool:
+        frame = sys._current_frames().get(thread.ident)
+        while frame is not None:
+            if frame.f_code.co_name == "give_way":
+                return True
+            frame = frame.f_back
+        return False
+
+    deadline = time.monotonic() + 60
+    while not in_give_way():
+        assert thread.is_alive() and time.monotonic() < deadline, "the background run never waited in give_way"
+        time.sleep(0.01)
+    return thread
+
+
 def test_a_pause_ends_as_soon_as_the_kernel_has_handled_its_message(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pausing background run goes on when the kernel's message is done, not after the longest pause (here
     10 minutes): a short cell costs the run only what the cell computes."""
-    import sys
-    import threading
 
     from maze_lab.run import kernel_yield
 
     monkeypatch.setattr(kernel_yield, "PAUSE_S", 600.0)
     cut0 = kernel_yield.counts["cut_short"]
 
-    def body() -> None:
-        with kernel_yield.background_run():
-            kernel_yield.give_way()
-
     kernel_yield._enter()  # what the kernel does when a shell message arrives
     try:
-        thread = threading.Thread(target=body, daemon=True)
-        thread.start()
-
-        def pausing() -> bool:
-            frame = sys._current_frames().get(thread.ident)
-            while frame is not None:
-                if frame.f_code.co_name == "give_way":
-                    return True
-                frame = frame.f_back
-            return False
-
-        deadline = time.monotonic() + 60
-        while not pausing():
-            assert thread.is_alive() and time.monotonic() < deadline, "the run never paused"
-            time.sleep(0.01)
+        thread = _background_thread_in_give_way()
     finally:
         kernel_yield._leave()  # the kernel has handled its message
     thread.join(timeout=60)
@@ -416,8 +426,6 @@ def test_a_run_waits_for_an_arrived_message_to_reach_its_handler(monkeypatch: py
     """Between a shell message's arrival and its handler, the kernel's threads pass it on: a background run that
     reaches a step boundary then waits (without the lock) until the handler starts, instead of competing with them;
     once the message is handled it goes on."""
-    import sys
-    import threading
     import types
 
     from maze_lab.run import kernel_yield
@@ -430,25 +438,7 @@ def test_a_run_waits_for_an_arrived_message_to_reach_its_handler(monkeypatch: py
     stream._recv_callback("a message")  # what pyzmq calls in the receiving thread
     assert received == ["a message"] and kernel_yield._arriving
 
-    def body() -> None:
-        with kernel_yield.background_run():
-            kernel_yield.give_way()
-
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-
-    def waiting() -> bool:
-        frame = sys._current_frames().get(thread.ident)
-        while frame is not None:
-            if frame.f_code.co_name == "give_way":
-                return True
-            frame = frame.f_back
-        return False
-
-    deadline = time.monotonic() + 60
-    while not waiting():
-        assert thread.is_alive() and time.monotonic() < deadline, "the run did not wait for the arrived message"
-        time.sleep(0.01)
+    thread = _background_thread_in_give_way()
     kernel_yield._enter()  # the handler starts ...
     kernel_yield._leave()  # ... and ends
     thread.join(timeout=60)
