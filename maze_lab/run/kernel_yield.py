@@ -67,25 +67,27 @@ _hooked: list[object] = []  # the IPython shell whose events carry our callbacks
 _lock = threading.Lock()
 _saved_interval: list[float] = []  # the switch interval before the first background run started
 counts = {"pauses": 0, "unused": 0, "cut_short": 0, "arrivals": 0}
-"""Pauses made by background runs of this process, those the kernel did not use (its handler was waiting), and those
-that ended early because the kernel finished its message."""
+"""Pauses made by background runs of this process, those the kernel did not use (its handler was waiting), those
+that ended early because the kernel finished its message, and waits for an arrived message to reach its handler."""
 
 
 def give_way() -> None:
-    """Called by the trainers at step boundaries: in a background run while a cell executes, pause now and then."""
+    """Called by the trainers at step boundaries: in a background run while the kernel handles a shell message (or
+    one is on its way to its handler), pause now and then."""
+    if not _busy and not _arriving:
+        return
+    ident = threading.get_ident()
+    if ident not in _background:
+        return
     if not _busy:
-        if not _arriving:
-            return
-        ident = threading.get_ident()
         left = _arrived_at + ARRIVAL_S - time.perf_counter()
-        if ident not in _background or left <= 0:
+        if left <= 0:
             return
         _dispatched.wait(left)  # without the lock: the kernel's threads pass the message on to its handler
         counts["arrivals"] += 1
         if not _busy:
             return
-    ident = threading.get_ident()
-    if ident not in _background or time.perf_counter() < _next_pause.get(ident, 0.0):
+    if time.perf_counter() < _next_pause.get(ident, 0.0):
         return
     before = _main_position()
     done = _quiet.wait(PAUSE_S)  # without the lock; returns as soon as the kernel has handled its message
@@ -155,7 +157,6 @@ def _leave_after_sends(kernel: object) -> None:
         schedule(_leave)  # runs in the I/O thread after the sends queued before it (at once if that thread is gone)
     except Exception:  # noqa: BLE001 - a closing kernel: never keep the run paused
         _leave()
-
 
 
 def _follow_dispatch(kernel: object) -> bool:

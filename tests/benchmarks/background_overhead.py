@@ -31,11 +31,14 @@ from typing import Any
 
 from jupyter_client import KernelManager
 
+ENDED_FILE = "background-run-ended"
+"""The file (in the log directory) that the kernel leaves when a background run has ended."""
+
 SETUP = """
 import threading, time
 from pathlib import Path
 import torch
-ENDED = Path({log_dir!r}) / "background-run-ended"
+ENDED = Path({log_dir!r}) / {ended_file!r}
 from maze_lab.run.run_context import RunContext
 if {torch_threads}:
     torch.set_num_threads({torch_threads})
@@ -166,10 +169,10 @@ def main() -> None:
     kernel = Kernel()
     try:
         with tempfile.TemporaryDirectory() as log_dir:
-            ended = Path(log_dir) / "background-run-ended"
-            kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length, torch_threads=args.torch_threads,
-                                    async_threads=args.async_torch_threads or None, runner=args.runner,
-                                    extra=extra))
+            ended = Path(log_dir) / ENDED_FILE
+            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, epoch_length=args.epoch_length,
+                                    torch_threads=args.torch_threads, async_threads=args.async_torch_threads or None,
+                                    runner=args.runner, extra=extra))
             kernel.run("blocking(1)")  # warm-up: imports, first allocations
             idle_latency = []  # at the pace of the busy cells (one every probe_gap), as a user sends them
             for _ in range(50):

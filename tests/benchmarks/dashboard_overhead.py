@@ -32,13 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from background_overhead import Kernel  # noqa: E402
+from background_overhead import ENDED_FILE, Kernel  # noqa: E402
 
 SETUP = """
 import threading, time
 from pathlib import Path
 import numpy as np
-ENDED = Path({log_dir!r}) / "background-run-ended"
+ENDED = Path({log_dir!r}) / {ended_file!r}
 from IPython.display import display
 from maze_lab.run.run_context import RunContext
 from maze_lab.widgets.dashboard import TrainingDashboard
@@ -192,8 +192,9 @@ def main() -> None:
     build_busy: list[float] = []
     try:
         with tempfile.TemporaryDirectory() as log_dir:
-            ended = Path(log_dir) / "background-run-ended"
-            kernel.run(SETUP.format(log_dir=log_dir, epoch_length=args.epoch_length, runner=args.runner))
+            ended = Path(log_dir) / ENDED_FILE
+            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, epoch_length=args.epoch_length,
+                                    runner=args.runner))
             kernel.run("start(1, True)")  # warm-up: imports, first allocations, the widget classes
             kernel.value("(BG[1].wait(), result())[1]")
             for _ in range(args.repeats):  # interleaved, so that machine noise hits both variants alike
