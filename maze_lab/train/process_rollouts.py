@@ -37,6 +37,7 @@ import cloudpickle
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.utils import pickling
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.train.ray_config import check_worker_counts
 from maze_lab.train.ray_rollouts import (
@@ -138,7 +139,7 @@ def _shutdown_workers(processes: list[Any], conns: list[Any], timeout: float = _
     """Ask the workers to close (they flush their envs' event logs first), then end those that do not in time."""
     for conn in conns:
         with contextlib.suppress(Exception):
-            conn.send_bytes(cloudpickle.dumps(("close", None)))
+            conn.send_bytes(pickling.dumps(("close", None)))
     deadline = time.monotonic() + timeout
     for conn, proc in zip(conns, processes, strict=False):
         with contextlib.suppress(Exception):
@@ -195,14 +196,14 @@ class ProcessEnvGroup(RayEnvGroup):
         ctx = mp.get_context(self.start_method)
         policy_copy = copy.deepcopy(policy)
         policy_copy.to("cpu")
-        policy_payload = cloudpickle.dumps(policy_copy)
+        policy_payload = pickling.dumps(policy_copy)
         self.weights = SharedWeights(sum(t.numel() for t in _policy_tensors(policy_copy)), ctx)
         k = self.envs_per_worker
         try:
             for w in range(self.n_workers):
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_worker_main, name=f"maze-lab-rollout-worker-{w}", daemon=True,
-                                   args=(w, child, cloudpickle.dumps(self.factories[w * k:(w + 1) * k]),
+                                   args=(w, child, pickling.dumps(self.factories[w * k:(w + 1) * k]),
                                          policy_payload, None if seed is None else seed + w, self.weights))
                 proc.start()
                 child.close()  # the worker holds the only other end: its pipe ends with EOF when it does
@@ -232,7 +233,7 @@ class ProcessEnvGroup(RayEnvGroup):
             if messages is not None:
                 for w, (conn, message) in enumerate(zip(self.conns, messages, strict=True)):
                     try:
-                        conn.send_bytes(cloudpickle.dumps(message))
+                        conn.send_bytes(pickling.dumps(message))
                     except (BrokenPipeError, ConnectionError, OSError):
                         raise self._died(w, during) from None
             replies: list[Any] = [None] * len(self.conns)

@@ -32,6 +32,7 @@ import numpy as np
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.utils import pickling
 
 # RayConnectionError is raised through this module's API (runner.address): imported for its callers too
 from maze_lab.run.ray_tasks import (  # noqa: F401
@@ -215,11 +216,11 @@ class RayEnvGroup(EpochEpisodeStats):
                                          self.num_gpus_per_worker, self.owns_ray, "runner=ray")
         policy_copy = copy.deepcopy(policy)
         policy_copy.to("cpu")
-        policy_payload = cloudpickle.dumps(policy_copy)
+        policy_payload = pickling.dumps(policy_copy)
         k = self.envs_per_worker
         try:
             for w in range(self.n_workers):
-                payload = cloudpickle.dumps(self.factories[w * k:(w + 1) * k])
+                payload = pickling.dumps(self.factories[w * k:(w + 1) * k])
                 self.actors.append(remote_cls.remote(w, payload, policy_payload, None if seed is None else seed + w))
             self.pids = list(self._get([a.pid.remote() for a in self.actors], "starting"))
             self._replay_pending_calls()
@@ -531,7 +532,7 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
     policy_copy = copy.deepcopy(policy)
     if hasattr(policy_copy, "to"):
         policy_copy.to("cpu")
-    payloads = [cloudpickle.dumps(_RolloutJob(env_factory, policy_copy, first, count, deterministic, seed,
+    payloads = [pickling.dumps(_RolloutJob(env_factory, policy_copy, first, count, deterministic, seed,
                                               record_trajectory, str(trajectory_dir), record_frames))
                 for first, count in split_episodes(n_episodes, n_workers)]
     if backend == "ray":

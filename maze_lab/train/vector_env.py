@@ -23,6 +23,7 @@ from maze_lab.core.env.structured_env import ActorID, StepKey
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, stats_value
 from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.utils import pickling
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
 from maze_lab.run.kernel_yield import give_way
 
@@ -375,7 +376,7 @@ class SubprocVectorEnv(VectorEnv):
         try:
             for group in self._groups:
                 parent, child = ctx.Pipe()
-                payload = cloudpickle.dumps([env_factories[i] for i in group])
+                payload = pickling.dumps([env_factories[i] for i in group])
                 proc = ctx.Process(target=_worker, args=(child, payload), daemon=True)
                 proc.start()
                 child.close()

@@ -21,6 +21,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from maze_lab.core.utils import pickling
 from maze_lab.run.ray_tasks import remote_worker_class, stop_ray_actors
 from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.ray_rollouts import RayWorkerError, get_from_worker
@@ -145,7 +146,7 @@ class ESRayWorkers:
         self.n_workers = n
         self.max_restarts, self.restarts = settings.max_worker_restarts, 0
         self.on_restart = on_restart
-        self._payloads = [cloudpickle.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
+        self._payloads = [pickling.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
                                                         int(noise_table_size), float(noise_stddev), int(max_steps),
                                                         bool(deterministic), normalization_statistics))
                           for factory in env_factories]

@@ -22,6 +22,7 @@ import cloudpickle
 import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
+from maze_lab.core.utils import pickling
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
 from maze_lab.train.vector_env import end_process, how_it_ended, pop_episode_stats
 
@@ -224,7 +225,7 @@ class ESWorkers:
         self._lock = threading.Lock()  # one exchange at a time (a checkpoint may be written from another thread)
         try:
             for factory in env_factories:
-                payload = cloudpickle.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
+                payload = pickling.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
                                                         int(noise_table_size), float(noise_stddev), int(max_steps),
                                                         bool(deterministic), normalization_statistics))
                 parent, child = ctx.Pipe()

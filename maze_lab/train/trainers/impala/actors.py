@@ -27,6 +27,7 @@ import cloudpickle
 import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
+from maze_lab.core.utils import pickling
 from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
 from maze_lab.train.vector_env import end_process, how_it_ended
 
@@ -152,10 +153,10 @@ class ActorPool:
         self._received: deque[Trajectory] = deque()
         self.closed = False
         cpu_policy = policy if policy.device.type == "cpu" else copy.deepcopy(policy).to("cpu")
-        policy_bytes = cloudpickle.dumps(cpu_policy)
+        policy_bytes = pickling.dumps(cpu_policy)
         try:
             for p, group in enumerate(self.groups):
-                payload = cloudpickle.dumps([env_factories[i] for i in group])
+                payload = pickling.dumps([env_factories[i] for i in group])
                 proc_seed = None if seed is None else seed + int(group[0])
                 reader, writer = ctx.Pipe(duplex=False)
                 proc = ctx.Process(target=_actor_main, name=f"impala-actor-{p}", daemon=True,

@@ -24,9 +24,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import cloudpickle
 import numpy as np
 
+from maze_lab.core.utils import pickling
 from maze_lab.run.ray_tasks import remote_worker_class, stop_ray_actors
 from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.ray_rollouts import RayWorkerError, _RolloutWorker, get_from_worker
@@ -108,7 +108,7 @@ class RayActorPool:
         self._restarts_of = [0] * n_workers
         self.on_restart = on_restart
         cpu_policy = policy if policy.device.type == "cpu" else copy.deepcopy(policy).to("cpu")
-        self._policy_payload = cloudpickle.dumps(cpu_policy)
+        self._policy_payload = pickling.dumps(cpu_policy)
         self._remote = remote_worker_class(_ImpalaRayWorker, n_workers, settings.num_cpus_per_worker,
                                            settings.num_gpus_per_worker, owns_ray, "IMPALA on Ray")
         self.workers: list[Any] = [None] * n_workers
@@ -133,7 +133,7 @@ class RayActorPool:
         """Create worker ``w`` (again, after a death: fresh envs, other seeds)."""
         group = self.groups[w]
         seed = None if self.seed is None else self.seed + group[0] + RESTART_SEED_STRIDE * self._restarts_of[w]
-        payload = cloudpickle.dumps([self.factories[i] for i in group])
+        payload = pickling.dumps([self.factories[i] for i in group])
         self.workers[w] = self._remote.remote(group, payload, self._policy_payload, self.n_rollout_steps, seed)
         self._held[w] = -2
 
