@@ -320,6 +320,45 @@ def test_a_background_run_gives_way_to_a_widget_message_and_not_only_to_cells(ke
     kernel.ok("h_w.stop(); h_w.wait(timeout=120)")
 
 
+def test_an_empty_flush_does_not_wait_for_the_io_thread_and_output_still_arrives(kernel: Kernel) -> None:
+    """ipykernel flushes stdout and stderr up to seven times per cell and each flush hands over to its I/O thread and
+    waits, written or not: in a kernel that maze-lab follows, a flush with nothing buffered returns at once (no
+    hand-over), while what a cell or another thread prints arrives as before, ahead of the cell's idle status."""
+    kernel.ok("import sys, threading\nfrom maze_lab.run import kernel_yield\nkernel_yield.hook_kernel_cells()\n"
+              "_pub = sys.stdout.pub_thread\n_handed = []\n_schedule = _pub.schedule\n"
+              "_pub.schedule = lambda f: (_handed.append(f), _schedule(f))[1]")
+    try:
+        kernel.ok("_h0 = len(_handed)\nfor _s in (sys.stdout, sys.stderr, sys.stdout):\n    _s.flush()\n"
+                  "_empty_handovers = len(_handed) - _h0")
+        assert kernel.value("_empty_handovers") == 0
+        cell = kernel.ok("print('written', end=' ')\n_h1 = len(_handed)\nsys.stdout.flush()\n"
+                         "_full_handovers = len(_handed) - _h1\n"
+                         "_t = threading.Thread(target=print, args=('from a thread',))\n_t.start(); _t.join()\n"
+                         "sys.stderr.write('to stderr')")
+        assert kernel.value("_full_handovers") >= 1  # what was written is flushed through the I/O thread
+        assert cell.stdout == "written from a thread\n" and cell.stderr == "to stderr"
+    finally:
+        kernel.ok("_pub.schedule = _schedule")
+
+
+def test_while_a_run_trains_history_is_written_in_batches_and_all_of_it_when_the_run_ends(kernel: Kernel) -> None:
+    """While a background run trains, IPython writes its input history every HISTORY_CACHE cells instead of after
+    each (each write wakes its history thread, which takes the interpreter from the run); the session's history
+    stays complete in memory, and when the run ends the setting is back and every cell is in the database."""
+    kernel.ok("from maze_lab.run import kernel_yield\n_hm = get_ipython().history_manager\n_size0 = _hm.db_cache_size\n"
+              "rc_h = RunContext(overrides=TINY, silent=True)\nh_h = rc_h.train_async(0)")
+    kernel.wait_for("h_h.progress.get('updates', 0) >= 1")
+    assert kernel.value("_hm.db_cache_size") == kernel.value("kernel_yield.HISTORY_CACHE") > kernel.value("_size0")
+    kernel.ok("_during_training_marker = 1")
+    session = kernel.value("_hm.session_number")
+    in_memory = kernel.value("[src for _, _, src in _hm.get_range(raw=True)]")
+    assert "_during_training_marker = 1" in in_memory
+    kernel.ok("h_h.stop(); h_h.wait(timeout=120)")
+    assert kernel.value("_hm.db_cache_size") == kernel.value("_size0")
+    kernel.wait_for(f"'_during_training_marker = 1' in [r[0] for r in _hm.db.execute("
+                    f"'SELECT source_raw FROM history WHERE session = ?', ({session},))]", timeout=60)
+
+
 def _background_thread_in_give_way() -> Any:
     """A thread marked as a background run that calls ``give_way`` once; returned when it is inside that call
     (waiting there), or the assertion says that it never got there."""

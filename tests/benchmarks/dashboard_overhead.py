@@ -42,6 +42,11 @@ ENDED = Path({log_dir!r}) / {ended_file!r}
 from IPython.display import display
 from maze_lab.run.run_context import RunContext
 from maze_lab.widgets.dashboard import TrainingDashboard
+from maze_lab.run import kernel_yield
+# idle and busy cells on equal settings: the kernel as a background run leaves it (maze-lab follows its messages, a
+# flush with nothing written returns at once) and IPython's history written every HISTORY_CACHE cells, as during a run
+kernel_yield.hook_kernel_cells()
+get_ipython().history_manager.db_cache_size = kernel_yield.HISTORY_CACHE
 CONFIG = dict(runner={runner!r}, overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
                           "algorithm.patience": 0, "seed": 1234}}, silent=True)
 
