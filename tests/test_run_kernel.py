@@ -408,6 +408,43 @@ def test_a_pause_ends_as_soon_as_the_kernel_has_handled_its_message(monkeypatch:
     assert kernel_yield.counts["cut_short"] == cut0 + 1
 
 
+def test_a_short_message_gets_one_unbroken_pause_and_a_long_one_shares_the_interpreter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within GRACE_S of the kernel starting a message the run's pause lasts until the message is handled (here the
+    longest pause is 1 ms and the grace 10 minutes: one pause, ended by the message); past the grace a pause lasts
+    at most PAUSE_S while the message goes on (a long cell shares the interpreter with the run)."""
+    import threading
+
+    from maze_lab.run import kernel_yield
+
+    monkeypatch.setattr(kernel_yield, "PAUSE_S", 0.001)
+    monkeypatch.setattr(kernel_yield, "GRACE_S", 600.0)
+    pauses0, cut0 = kernel_yield.counts["pauses"], kernel_yield.counts["cut_short"]
+    kernel_yield._enter()
+    try:
+        thread = _background_thread_in_give_way()
+    finally:
+        kernel_yield._leave()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert (kernel_yield.counts["pauses"] - pauses0, kernel_yield.counts["cut_short"] - cut0) == (1, 1)
+
+    monkeypatch.setattr(kernel_yield, "GRACE_S", 0.0)  # the message has gone on for longer than the grace
+    kernel_yield._enter()
+    try:
+        def body() -> None:
+            with kernel_yield.background_run():
+                kernel_yield.give_way()
+
+        thread = threading.Thread(target=body, daemon=True)
+        thread.start()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "past the grace, a pause must end after PAUSE_S while the message goes on"
+    finally:
+        kernel_yield._leave()
+    assert kernel_yield.counts["cut_short"] - cut0 == 1
+
+
 def test_the_pause_lasts_until_the_kernels_io_thread_has_sent_the_idle_status() -> None:
     """A handled message ends the pause only once the kernel's I/O thread has sent what the handler published (the
     idle status the user waits for): the release is queued behind those sends, not done when the handler returns."""

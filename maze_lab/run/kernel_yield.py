@@ -4,8 +4,9 @@ The training thread and the kernel's cells share one interpreter lock. Left alon
 forth every few milliseconds, so a cell that runs while the trainer computes takes about twice its time. While the
 kernel handles a message of its shell channel (a cell from its execute request to its reply and idle status, a
 widget's comm message, a completion request), a background training thread therefore pauses briefly at its natural
-step boundaries (env steps of a rollout, minibatches of an update, evaluation steps): it works at most
-:data:`WORK_S` seconds, then waits up to :data:`PAUSE_S` seconds without holding the lock, and goes on as soon as
+step boundaries (env steps of a rollout, minibatches of an update, evaluation steps): for the first
+:data:`GRACE_S` seconds of the message it waits without holding the lock, then it works at most :data:`WORK_S`
+seconds between pauses of up to :data:`PAUSE_S` seconds; it goes on as soon as
 the kernel has handled the message and its I/O thread has sent the reply's output and idle status (a short cell costs
 the run only what it computes, not a whole pause). The end of an epoch (statistics writers, histograms, evaluation,
 checkpoint files) gives way between its parts as updates and env steps do. Outside
@@ -47,6 +48,10 @@ WORK_S = 0.002
 """Seconds a background run works between two pauses while a cell executes."""
 PAUSE_S = 0.004
 """Longest pause in seconds (the lock is free for the kernel); a pause ends early when the kernel's message is done."""
+GRACE_S = 0.1
+"""For this long after the kernel starts handling a message, a pausing run waits without working slices in between:
+an interactive cell or widget message (up to about a tenth of a second) runs as fast as in an idle kernel; a longer
+one then shares the interpreter (WORK_S on, PAUSE_S off)."""
 SWITCH_INTERVAL_S = 0.0005
 """The interpreter's thread switch interval while a background run trains in a kernel (Python's default is 5 ms):
 every time the kernel's threads (the cell, its messages, widget updates) need the lock that the run holds, they wait
@@ -71,6 +76,8 @@ _busy_lock = threading.Lock()
 _arriving = False
 """A shell message has arrived and has not reached its handler yet."""
 _arrived_at = 0.0
+_busy_since = 0.0
+"""perf_counter time at which the kernel started handling its current message(s)."""
 _dispatched = threading.Event()
 """Set when the last message that arrived has reached its handler."""
 _dispatched.set()
@@ -106,7 +113,9 @@ def give_way() -> None:
     if time.perf_counter() < _next_pause.get(ident, 0.0):
         return
     before = _main_position()
-    done = _quiet.wait(PAUSE_S)  # without the lock; returns as soon as the kernel has handled its message
+    # without the lock; returns as soon as the kernel has handled its message. Within GRACE_S of the message's start
+    # the pause lasts until then: a short cell or widget message is not slowed by slices of the run's work
+    done = _quiet.wait(max(PAUSE_S, _busy_since + GRACE_S - time.perf_counter()))
     used = done or _main_position() != before  # the kernel's main thread ran Python while the lock was free
     _next_pause[ident] = time.perf_counter() + (WORK_S if used else IDLE_BACKOFF_S)
     counts["pauses"] += 1
@@ -122,8 +131,10 @@ def _main_position() -> tuple[int, int] | None:
 
 def _enter(*_: object) -> None:
     """The kernel starts handling a message (or a cell starts)."""
-    global _busy, _arriving
+    global _busy, _arriving, _busy_since
     with _busy_lock:
+        if not _busy:
+            _busy_since = time.perf_counter()
         _busy += 1
         _quiet.clear()
         _arriving = False
