@@ -19,6 +19,7 @@ from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.distributions.distribution_mapper import is_bounded_box
+from maze_lab.run.kernel_yield import give_way
 from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
 from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
 from maze_lab.train.trainers.common.divergence import DivergenceMonitor
@@ -139,7 +140,9 @@ class ActorCriticTrainer(Trainer):
             group["lr"] = lr
         self._new_update()
         self._record(ActorCriticEvents.learning_rate, lr)
+        give_way()  # between the rollout and the update's parts: a background run makes room for a running cell
         batches = self._prepare_batches(rollout)
+        give_way()
         self.update(batches)
         self.updates += 1
         self._record(ActorCriticEvents.time_rollout, t1 - t0)
@@ -244,8 +247,10 @@ class ActorCriticTrainer(Trainer):
         return log_prob, entropy, adv, values
 
     def _step(self, loss: torch.Tensor, record_grad_norms: bool = False) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        give_way()  # a gradient step has three parts (the loss, its gradients, the optimizer's step): a background run
+        self.optimizer.zero_grad(set_to_none=True)  # makes room for a running cell between them
         loss.backward()
+        give_way()
         if record_grad_norms:
             self._record_grad_norms()  # before clipping: the norms the loss produced
         if self.config.max_grad_norm > 0:
