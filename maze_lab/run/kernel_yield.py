@@ -88,7 +88,6 @@ _hooked: list[object] = []  # the IPython shell whose events carry our callbacks
 _lock = threading.Lock()
 _saved_interval: list[float] = []  # the switch interval before the first background run started
 _saved_history_cache: list[tuple[object, int]] = []  # (IPython's history manager, its db_cache_size) during runs
-_light_streams: list[object] = []  # output streams whose empty flushes return at once
 counts = {"pauses": 0, "unused": 0, "cut_short": 0, "arrivals": 0}
 """Pauses made by background runs of this process, those the kernel did not use (its handler was waiting), those
 that ended early because the kernel finished its message, and waits for an arrived message to reach its handler."""
@@ -206,9 +205,10 @@ def _follow_dispatch(kernel: object) -> bool:
 
 def _lighten_flushes() -> None:
     """An ipykernel output stream's ``flush`` with nothing buffered returns at once instead of handing over to the
-    kernel's I/O thread and waiting for it (streams of another make are left as they are)."""
+    kernel's I/O thread and waiting for it (streams of another make are left as they are; called once, when the
+    kernel is hooked)."""
     for stream in (sys.stdout, sys.stderr):
-        if stream is None or any(s is stream for s in _light_streams) or not all(
+        if stream is None or not all(
                 hasattr(stream, name) for name in ("_buffers", "_flush_pending", "_subprocess_flush_pending", "echo")):
             continue
         full_flush = stream.flush
@@ -220,7 +220,6 @@ def _lighten_flushes() -> None:
 
         flush.__wrapped__ = full_flush  # type: ignore[attr-defined]
         stream.flush = flush
-        _light_streams.append(stream)
 
 
 def _defer_history(shell: object) -> None:

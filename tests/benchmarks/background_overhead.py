@@ -34,17 +34,20 @@ from jupyter_client import KernelManager
 ENDED_FILE = "background-run-ended"
 """The file (in the log directory) that the kernel leaves when a background run has ended."""
 
+EQUAL_SETTINGS = """from maze_lab.run import kernel_yield
+kernel_yield.hook_kernel_cells()
+get_ipython().history_manager.db_cache_size = kernel_yield.HISTORY_CACHE"""
+"""Kernel set-up for both benchmarks: idle and busy cells on equal settings, the kernel as a background run leaves it
+(maze-lab follows its messages, a flush with nothing written returns at once) and IPython's history written every
+HISTORY_CACHE cells, as during a run."""
+
 SETUP = """
 import threading, time
 from pathlib import Path
 import torch
 ENDED = Path({log_dir!r}) / {ended_file!r}
 from maze_lab.run.run_context import RunContext
-from maze_lab.run import kernel_yield
-# idle and busy cells on equal settings: the kernel as a background run leaves it (maze-lab follows its messages, a
-# flush with nothing written returns at once) and IPython's history written every HISTORY_CACHE cells, as during a run
-kernel_yield.hook_kernel_cells()
-get_ipython().history_manager.db_cache_size = kernel_yield.HISTORY_CACHE
+{equal_settings}
 if {torch_threads}:
     torch.set_num_threads({torch_threads})
 CONFIG = dict(runner={runner!r}, overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
@@ -175,7 +178,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as log_dir:
             ended = Path(log_dir) / ENDED_FILE
-            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, epoch_length=args.epoch_length,
+            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, equal_settings=EQUAL_SETTINGS,
+                                    epoch_length=args.epoch_length,
                                     torch_threads=args.torch_threads, async_threads=args.async_torch_threads or None,
                                     runner=args.runner, extra=extra))
             kernel.run("blocking(1)")  # warm-up: imports, first allocations

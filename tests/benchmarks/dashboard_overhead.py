@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from background_overhead import ENDED_FILE, Kernel  # noqa: E402
+from background_overhead import ENDED_FILE, EQUAL_SETTINGS, Kernel  # noqa: E402
 
 SETUP = """
 import threading, time
@@ -42,11 +42,7 @@ ENDED = Path({log_dir!r}) / {ended_file!r}
 from IPython.display import display
 from maze_lab.run.run_context import RunContext
 from maze_lab.widgets.dashboard import TrainingDashboard
-from maze_lab.run import kernel_yield
-# idle and busy cells on equal settings: the kernel as a background run leaves it (maze-lab follows its messages, a
-# flush with nothing written returns at once) and IPython's history written every HISTORY_CACHE cells, as during a run
-kernel_yield.hook_kernel_cells()
-get_ipython().history_manager.db_cache_size = kernel_yield.HISTORY_CACHE
+{equal_settings}
 CONFIG = dict(runner={runner!r}, overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
                           "algorithm.patience": 0, "seed": 1234}}, silent=True)
 
@@ -198,7 +194,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as log_dir:
             ended = Path(log_dir) / ENDED_FILE
-            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, epoch_length=args.epoch_length,
+            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, equal_settings=EQUAL_SETTINGS,
+                                    epoch_length=args.epoch_length,
                                     runner=args.runner))
             kernel.run("start(1, True)")  # warm-up: imports, first allocations, the widget classes
             kernel.value("(BG[1].wait(), result())[1]")
