@@ -27,6 +27,7 @@ pytest.importorskip("plotly")
 pytest.importorskip("ipywidgets")
 
 from maze_lab.widgets.dashboard import TrainingDashboard, discover_charts  # noqa: E402
+from maze_lab.widgets.sources import SeriesBook, series_of  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -162,6 +163,63 @@ def test_traces_are_updated_in_place_and_new_statistics_appear():
     assert "ActorCriticEvents / critic_value_loss / 0" in dash.shown
     assert "InventoryEvents / pieces_in_inventory / mean" in dash.picker.options
     _assert_curves_match(dash, store, everything=False)
+
+
+def _assert_same_series(book_series: dict, store: StatsStore) -> None:
+    want = series_of(store.to_dataframe())
+    assert list(book_series) == list(want)  # the same statistics, in the order they were first logged
+    for key, (epochs, values) in want.items():
+        np.testing.assert_array_equal(book_series[key][0], epochs, err_msg=str(key))
+        np.testing.assert_array_equal(book_series[key][1], values, err_msg=str(key))
+
+
+def test_the_series_book_takes_in_only_new_rows_and_matches_a_full_read():
+    store = _custom_store(3)
+    book = SeriesBook()
+    assert book.update(store) == set(series_of(store.to_dataframe()))  # the first read: every statistic
+    _assert_same_series(book.series, store)
+    assert book.update(store) == set()  # nothing new
+    reward = ("train", "BaseEnvEvents", "reward", "mean")
+    kept = book.series[("eval", "BaseEnvEvents", "reward", "mean")]
+    store.write("train", 4, {StatKey(BaseEnvEvents.reward, "mean", None): 4.0,
+                             StatKey(InventoryEvents.piece_replenished, "count", None): 1.0})
+    assert book.update(store) == {reward, ("train", "InventoryEvents", "piece_replenished", "count")}
+    assert book.series[("eval", "BaseEnvEvents", "reward", "mean")] is kept  # untouched statistics stay as they are
+    _assert_same_series(book.series, store)
+    # a resumed run logs epochs 3 and 4 again, then 5: ascending epochs, the last value of each
+    for epoch, value in ((3, 30.0), (4, 40.0), (5, 50.0)):
+        store.write("train", epoch, {StatKey(BaseEnvEvents.reward, "mean", None): value})
+    assert book.update(store) == {reward}
+    assert list(book.series[reward][0]) == [1, 2, 3, 4, 5] and list(book.series[reward][1])[2:] == [30, 40, 50]
+    _assert_same_series(book.series, store)
+    # a large batch and a new store are read whole
+    book.WHOLE_ROWS = 2
+    store.write("eval", 6, {StatKey(BaseEnvEvents.reward, "mean", None): 6.0,
+                            StatKey(BaseEnvEvents.reward, "max", None): 7.0})
+    assert book.update(store) == set(book.series)
+    _assert_same_series(book.series, store)
+    other = _store(2)
+    book.update(other)
+    _assert_same_series(book.series, other)
+    assert book.update(StatsStore()) == set() and book.series == {}
+
+
+def test_a_redraw_takes_in_the_new_epoch_only(monkeypatch):
+    """A live run's new epoch redraws the figures of the statistics it logged, without reading every epoch again."""
+    store = _store(3)
+    dash = TrainingDashboard(store)
+    dash.show(dash.charts)
+    monkeypatch.setattr(store, "to_dataframe", lambda: pytest.fail("the cockpit read every epoch again"))
+    updated = []
+    draw = dash._update_figure
+    monkeypatch.setattr(dash, "_update_figure", lambda chart: (updated.append(chart.key), draw(chart)))
+    store.write("train", 4, {StatKey(BaseEnvEvents.reward, "mean", None): 99.0,
+                             StatKey(BaseEnvEvents.reward, "min", None): 90.0,
+                             StatKey(BaseEnvEvents.reward, "max", None): 100.0})
+    assert dash.refresh()
+    assert updated == ["BaseEnvEvents / reward (mean, min–max)"]  # the other charts have nothing new
+    monkeypatch.undo()
+    _assert_curves_match(dash, store)
 
 
 def test_the_picker_filters_and_chooses_the_charts():

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 
 from maze_lab.run.run_dir import MARKER
 from maze_lab.run.runs import differing_params, find_run_dirs, flatten_config
-from maze_lab.widgets.sources import RunSource
+from maze_lab.widgets.sources import RunSource, SeriesBook
 from maze_lab.widgets.view import PollingView
 
 DEFAULT_STATISTICS = ("eval/BaseEnvEvents/reward/mean", "train/BaseEnvEvents/reward/mean")
@@ -81,6 +81,7 @@ class _Entry:
         self.name = source.name
         self.label = source.name
         self.series_version = -1
+        self.book = SeriesBook()
         self.series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.config_stamp: Any = None
         self.config: dict[str, Any] = {}
@@ -234,18 +235,13 @@ class RunComparison(PollingView):
         return entry.config
 
     def _series(self, entry: _Entry) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Every scalar statistic of the run as ``{prefix/Topic/event/name: (epochs, values)}`` (cached per
-        version of the run's store)."""
+        """Every scalar statistic of the run as ``{prefix/Topic/event/name: (epochs, values)}`` (taken in epoch by
+        epoch as the run's store grows)."""
         store = entry.source.store
         if store.version != entry.series_version:
-            df = store.to_dataframe()
-            out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-            if not df.empty:
-                df = df.assign(stat=df.prefix + "/" + df.topic + "/" + df.event + "/" + df.name)
-                df = df.drop_duplicates(["stat", "epoch"], keep="last").sort_values("epoch", kind="stable")
-                for stat, part in df.groupby("stat", sort=True):
-                    out[str(stat)] = (part.epoch.to_numpy(dtype=np.int64), part.value.to_numpy(dtype=np.float64))
-            entry.series, entry.series_version = out, store.version
+            entry.book.update(store)
+            out = {"/".join(key): series for key, series in entry.book.series.items()}
+            entry.series, entry.series_version = dict(sorted(out.items())), store.version
         return entry.series
 
     def statistics(self) -> list[str]:

@@ -8,8 +8,10 @@ event logs ``mean``, ``min`` and ``max`` (rewards, KPIs, most custom statistics)
 min–max band; train, eval and any other prefix are overlaid in one chart.
 
 Redraws happen on the kernel's own event loop (an asyncio task, about once per second), only when a new epoch
-was published or the status changed; traces are updated in place. A drawing error is shown in the cockpit and
-never reaches the run. Other views join as tabs with :meth:`TrainingDashboard.add_tab`.
+was published or the status changed; a redraw takes in only the statistics published since the last one (a
+:class:`~maze_lab.widgets.sources.SeriesBook`) and updates, in place, the traces of the statistics that changed.
+A drawing error is shown in the cockpit and never reaches the run. Other views join as tabs with
+:meth:`TrainingDashboard.add_tab`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import ipywidgets as w
 import numpy as np
 import plotly.graph_objects as go
 
-from maze_lab.widgets.sources import RunSource
+from maze_lab.widgets.sources import RunSource, SeriesBook
 from maze_lab.widgets.view import PollingView
 
 STATUS_COLORS = {"starting": "#6e7781", "created": "#6e7781", "running": "#1a7f37", "paused": "#9a6700",
@@ -40,7 +42,6 @@ ENDED = ("done", "stopped", "failed", "interrupted", "damaged", "deleted")
 _PREFIX_COLORS = {"train": "#1f77b4", "eval": "#d62728", "validation": "#2ca02c", "test": "#9467bd"}
 _PALETTE = ("#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 _BAND = ("mean", "min", "max")
-_KEYS = ["prefix", "topic", "event", "name"]
 
 
 @dataclass(frozen=True)
@@ -117,18 +118,6 @@ def discover_charts(stats: list[tuple[str, str, str]]) -> list[Chart]:
     return charts
 
 
-def series_of(df: Any) -> dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]]:
-    """Every statistic of a long-format statistics DataFrame as ``(prefix, topic, event, name) -> (epochs, values)``,
-    epochs ascending; where an epoch was logged twice (a resumed run) the last value counts."""
-    if df.empty:
-        return {}
-    if df.duplicated(subset=["epoch", *_KEYS], keep="last").any():
-        df = df.drop_duplicates(subset=["epoch", *_KEYS], keep="last")
-    df = df.sort_values("epoch", kind="stable")
-    epochs, values = df["epoch"].to_numpy(), df["value"].to_numpy(dtype=np.float64)
-    return {key: (epochs[idx], values[idx]) for key, idx in df.groupby(_KEYS, sort=False).indices.items()}
-
-
 def _fmt_duration(seconds: float) -> str:
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
@@ -171,6 +160,7 @@ class TrainingDashboard(PollingView):
         self.source = RunSource(source)
         self.refresh_seconds = float(refresh_seconds)
         self._seen: tuple[int, str] | None = None
+        self._book = SeriesBook()
         self._series: dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]] = {}
         self._prefixes: list[str] = []
         self.charts: dict[str, Chart] = {}
@@ -484,28 +474,30 @@ class TrainingDashboard(PollingView):
 
     # ---- statistics and curves ---------------------------------------------------------------------------------
     def _draw_statistics(self) -> bool:
-        df = self.source.store.to_dataframe()
-        self._series = series_of(df)
-        if not df.empty:
-            self._prefixes = [str(p) for p in df["prefix"].unique()]
-            stats = df[["topic", "event", "name"]].drop_duplicates()
-            charts = discover_charts(list(stats.itertuples(index=False, name=None)))
-        else:
-            charts = []
-        new = [c for c in charts if c.key not in self.charts]
-        if new:
-            self.charts = {c.key: c for c in charts}  # in display order
-            self._selected |= {c.key for c in new if c.default}
-            self._sync_picker()
+        n_keys = len(self._book.series)
+        changed = self._book.update(self.source.store)
+        self._series = self._book.series
+        if len(self._series) != n_keys or not self._series:  # new statistics (or none): charts discovered anew
+            self._prefixes = [str(p) for p in dict.fromkeys(key[0] for key in self._series)]
+            charts = discover_charts(list(dict.fromkeys(key[1:] for key in self._series)))
+            new = [c for c in charts if c.key not in self.charts]
+            if new:
+                self.charts = {c.key: c for c in charts}  # in display order
+                self._selected |= {c.key for c in new if c.default}
+                self._sync_picker()
         _set(self.empty_html.layout, "display", "none" if self.charts else None)
-        self._draw_curves()
+        self._draw_curves(changed)
         return True
 
-    def _draw_curves(self) -> None:
-        """Create the figures of newly shown charts, lay out the topics' sections and update every shown trace."""
+    def _draw_curves(self, changed: set[tuple[str, str, str, str]] | None = None) -> None:
+        """Create the figures of newly shown charts, lay out the topics' sections and update the shown traces (those
+        of the statistics in ``changed``; every one where it is None)."""
         shown = [c for key, c in self.charts.items() if key in self._selected]
         for chart in shown:
-            self._update_figure(chart)
+            if (changed is None or chart.key not in self._figures
+                    or any((prefix, chart.topic, chart.event, name) in changed
+                           for prefix in self._prefixes for name in chart.names())):
+                self._update_figure(chart)
         sections = []
         for topic in dict.fromkeys(c.topic for c in shown):
             if topic not in self._sections:

@@ -14,7 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from maze_lab.core.log_stats.writers import StatsStore
+
+_KEYS = ["prefix", "topic", "event", "name"]
 
 
 class RunSource:
@@ -177,3 +181,76 @@ class RunSource:
             return RunDirectory(self.run_dir).read_config()
         except (OSError, ValueError):
             return {}
+
+
+def series_of(df: Any) -> dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]]:
+    """Every statistic of a long-format statistics DataFrame as ``(prefix, topic, event, name) -> (epochs, values)``,
+    epochs ascending; where an epoch was logged twice (a resumed run) the last value counts."""
+    if df.empty:
+        return {}
+    if df.duplicated(subset=["epoch", *_KEYS], keep="last").any():
+        df = df.drop_duplicates(subset=["epoch", *_KEYS], keep="last")
+    df = df.sort_values("epoch", kind="stable")
+    epochs, values = df["epoch"].to_numpy(), df["value"].to_numpy(dtype=np.float64)
+    return {key: (epochs[idx], values[idx]) for key, idx in df.groupby(_KEYS, sort=False).indices.items()}
+
+
+class SeriesBook:
+    """Every statistic of a StatsStore as ``(prefix, topic, event, name) -> (epochs, values)`` (as :func:`series_of`
+    gives them), kept up to date by taking in only the rows the store published since the last :meth:`update`.
+
+    A live run publishes an epoch of a few dozen rows between two polls; rebuilding a DataFrame of every epoch for
+    each of them made the cockpit's redraw cost grow with the run and took half of it. A new store (a followed run
+    directory read anew) or a large batch of rows is read whole, through pandas.
+    """
+
+    WHOLE_ROWS = 20_000
+    """A batch of new rows at least this large is read with every earlier row as one DataFrame."""
+
+    def __init__(self) -> None:
+        self.series: dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._store: Any = None
+        self._seen = 0
+
+    def update(self, store: StatsStore) -> set[tuple[str, str, str, str]]:
+        """Take in the store's new rows; returns the keys whose series changed (every key where it was read whole)."""
+        start = self._seen if store is self._store else 0
+        rows, total = store.rows_since(start)
+        if not rows:
+            if start == 0:
+                self.series = {}
+            self._store, self._seen = store, total
+            return set()
+        if start == 0 or len(rows) >= self.WHOLE_ROWS:
+            import pandas as pd
+
+            if start:
+                rows, total = store.rows_since(0)
+            self.series = series_of(pd.DataFrame(rows, columns=list(store.COLUMNS)))
+            changed = set(self.series)
+        else:
+            changed = self._append(rows)
+        self._store, self._seen = store, total
+        return changed
+
+    def _append(self, rows: list[tuple]) -> set[tuple[str, str, str, str]]:
+        by_key: dict[tuple[str, str, str, str], tuple[list[int], list[float]]] = {}
+        for epoch, prefix, topic, event, name, value in rows:
+            epochs, values = by_key.setdefault((prefix, topic, event, name), ([], []))
+            epochs.append(epoch)
+            values.append(value)
+        for key, (new_epochs, new_values) in by_key.items():
+            epochs = np.asarray(new_epochs, dtype=np.int64)
+            values = np.asarray(new_values, dtype=np.float64)
+            old = self.series.get(key)
+            ordered = len(epochs) < 2 or bool(np.all(epochs[1:] > epochs[:-1]))
+            if old is not None and len(old[0]):
+                ordered = ordered and bool(epochs[0] > old[0][-1])
+                epochs, values = np.concatenate([old[0], epochs]), np.concatenate([old[1], values])
+            if not ordered:  # an epoch logged again (a resumed run): ascending epochs, the last value of each
+                order = np.argsort(epochs, kind="stable")
+                epochs, values = epochs[order], values[order]
+                last = np.append(epochs[1:] != epochs[:-1], True)
+                epochs, values = epochs[last], values[last]
+            self.series[key] = (epochs, values)
+        return set(by_key)

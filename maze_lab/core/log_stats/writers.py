@@ -324,6 +324,13 @@ class StatsStore(LogStatsWriter):
     def __len__(self) -> int:
         return len(self._rows)
 
+    def rows_since(self, start: int) -> tuple[list[tuple], int]:
+        """The scalar rows ``(epoch, prefix, topic, event, name, value)`` published after the first ``start`` ones,
+        and how many rows there are in all: rows are only ever appended, so a reader that polls takes in what is new
+        instead of every epoch again."""
+        with self._lock:
+            return self._rows[start:], len(self._rows)
+
     def _snapshot(self) -> tuple[list[tuple], list[tuple], int]:
         with self._lock:
             return list(self._rows), list(self._samples), self._version
