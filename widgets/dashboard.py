@@ -519,8 +519,9 @@ class TrainingDashboard(PollingView):
         axis = {"showgrid": True, "gridcolor": "#e6e9ef", "zeroline": False, "linecolor": "#9aa0a6",
                 "showline": True, "ticks": "outside", "tickcolor": "#9aa0a6", "automargin": True}
         # the traces go in with their data: the state a front-end gets when it connects after the figure was made
-        # (voila, a reload) then holds the curves, not empty axes
-        fig = go.FigureWidget(data=[go.Scatter(**t) for t in traces], layout={
+        # (voila, a reload) then holds the curves, not empty axes. As dicts: the figure validates them once, where
+        # trace objects were validated, then copied and validated again (half the time of making a figure)
+        fig = go.FigureWidget(data=[{"type": "scatter", **t} for t in traces], layout={
             "template": "none", "title": {"text": chart.title, "font": {"size": 13}, "x": 0.02, "y": 0.97},
             "height": 260, "margin": {"t": 34, "b": 40, "l": 56, "r": 12}, "paper_bgcolor": "#fff",
             "plot_bgcolor": "#fff", "font": {"size": 11}, "hovermode": "x unified",
