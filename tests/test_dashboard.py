@@ -222,6 +222,29 @@ def test_a_redraw_takes_in_the_new_epoch_only(monkeypatch):
     _assert_curves_match(dash, store)
 
 
+def test_a_followed_directory_without_an_epoch_in_its_summary_shows_its_last_epoch(tmp_path: Path):
+    """A run of another process whose summary has no epoch yet: the cockpit's progress is the statistics' last epoch,
+    and it follows the epochs as they are appended."""
+    from maze_lab.run.run_dir import RunDirectory
+
+    run_dir = tmp_path / "exp" / "run"
+    run_dir.mkdir(parents=True)
+    RunDirectory(run_dir).write_summary(status="running", experiment="exp", seed=0)
+    writer = StatsStore(directory=run_dir)
+    for epoch, value in enumerate((3.0, 1.0, 2.0), start=1):
+        writer.write("train", epoch, {StatKey(BaseEnvEvents.reward, "mean", None): value})
+    writer.flush()
+    dash = TrainingDashboard(run_dir)
+    assert "epoch 3" in dash.progress_html.value
+    writer.write("train", 4, {StatKey(BaseEnvEvents.reward, "mean", None): 5.0})
+    writer.close()
+    dash.refresh()
+    assert "epoch 4" in dash.progress_html.value
+    dash.show(dash.charts)
+    assert list(dash.curve_data()["train/BaseEnvEvents/reward/mean"][1]) == [3.0, 1.0, 2.0, 5.0]
+    dash.close()
+
+
 def test_the_picker_filters_and_chooses_the_charts():
     dash = TrainingDashboard(_custom_store(2))
     n = len(dash.charts)

@@ -156,7 +156,7 @@ class RunSource:
         out["status"] = self.status
         out["n_epochs"] = self._target_epochs()
         if out["epoch"] is None and len(self.store):
-            out["epoch"] = int(self.store.to_dataframe().epoch.max())
+            out["epoch"] = int(max(row[0] for row in self.store.rows_since(0)[0]))
         out["warnings"] = []
         return out
 
