@@ -161,7 +161,6 @@ class TrainingDashboard(PollingView):
         self.refresh_seconds = float(refresh_seconds)
         self._seen: tuple[int, str] | None = None
         self._book = SeriesBook()
-        self._series: dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]] = {}
         self._prefixes: list[str] = []
         self.charts: dict[str, Chart] = {}
         self._selected: set[str] = set()
@@ -473,11 +472,15 @@ class TrainingDashboard(PollingView):
         self._guarded(lambda: self._draw_header(self.source.status), "header")
 
     # ---- statistics and curves ---------------------------------------------------------------------------------
+    @property
+    def _series(self) -> dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]]:
+        """Every statistic taken in so far: ``(prefix, topic, event, name) -> (epochs, values)``."""
+        return self._book.series
+
     def _draw_statistics(self) -> bool:
         n_keys = len(self._book.series)
         changed = self._book.update(self.source.store)
-        self._series = self._book.series
-        if len(self._series) != n_keys or not self._series:  # new statistics (or none): charts discovered anew
+        if len(self._series) != n_keys:  # new statistics: charts discovered anew
             self._prefixes = [str(p) for p in dict.fromkeys(key[0] for key in self._series)]
             charts = discover_charts(list(dict.fromkeys(key[1:] for key in self._series)))
             new = [c for c in charts if c.key not in self.charts]
