@@ -16,14 +16,25 @@ only the learner in the kernel; its worker processes are started before the cloc
 are built before it. The kernel process's CPU time during the idle-kernel background runs (per 1,000 env steps and as
 a share of one core) shows how much of the run holds the kernel's interpreter, whichever runner.
 
+The runs above are short (about 2 s each), and separate runs of one variant differ by several percent on a noisy
+machine. A last phase (``--on-off-s`` seconds, 0 to skip) measures what the cells cost within one long background
+run: the client alternates windows of ``--window`` seconds without cells and with a cell every ``--probe-gap``
+seconds; the trainer marks the time after every update, and each window's steps/s comes from the updates inside it
+(the intervals that hold an epoch's end, and those that straddle two windows, are left out). Each cell window is
+compared with the quiet windows on both sides of it; the loss is over all such triples, with a 90% bootstrap
+interval.
+
 Run: python tests/benchmarks/background_overhead.py [--epochs N] [--repeats R]
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import itertools
 import json
 import os
+import random
 import statistics
 import time
 from pathlib import Path
@@ -84,6 +95,20 @@ def start_background(n_epochs):
     threading.Thread(target=lambda: (handle.wait(), ended.append((time.perf_counter(), time.process_time())),
                                      ENDED.touch()), daemon=True).start()
     BG = (rc, handle, (t0, cpu0), ended)
+
+def start_windows(n_epochs):
+    # a background run whose trainer notes (time, env steps) after every update: the on/off phase reads its rate
+    # in any window of time from those marks
+    global BG, MARKS
+    rc = fresh()
+    MARKS = []
+    trainer = rc.trainer
+    update = trainer._one_update
+    def marked():
+        update()
+        MARKS.append((time.perf_counter(), trainer.env_steps, trainer._update_in_epoch))
+    trainer._one_update = marked
+    BG = (rc, rc.train_async(n_epochs, torch_threads={async_threads}), None, [])
 
 def background_result():
     rc, handle, (t0, cpu0), ended = BG
@@ -148,6 +173,59 @@ def background(kernel: Kernel, n_epochs: int, probe_gap: float | None, ended: Pa
     return kernel.value("background_result()"), latencies
 
 
+def on_off(kernel: Kernel, seconds: float, window: float, probe_gap: float) -> dict[str, float] | None:
+    """One long background run in which the client alternates windows of ``window`` seconds without cells and with
+    a trivial cell every ``probe_gap`` seconds, for ``seconds`` in all; the trainer marks the time and its env steps
+    after every update. Each cell window is compared with the quiet windows just before and after it (slow drifts
+    of the machine cancel), on one run (no build or warm-up differences between the runs compared). Returns the
+    loss (1 - steps/s with cells / steps/s without, over all compared windows), a 90% bootstrap interval over the
+    compared window triples, and how many there were; None where no window had quiet windows on both sides."""
+    kernel.run("start_windows(1_000_000)")  # trains until stopped below (the schedules hold over such a target)
+    # the kernel's clock against this one (the middle of a cell's round trip); marks come in the kernel's clock
+    t_send = time.perf_counter()
+    kernel_now = kernel.value("time.perf_counter()")
+    offset = kernel_now - (t_send + time.perf_counter()) / 2
+    windows: list[tuple[float, float, bool]] = []  # (start, end, with cells)
+    end_all = time.perf_counter() + seconds
+    cells = False
+    while time.perf_counter() < end_all:
+        start = time.perf_counter()
+        while time.perf_counter() - start < window:
+            if cells:
+                kernel.run("1 + 1")
+            time.sleep(probe_gap if cells else 0.02)
+        windows.append((start, time.perf_counter(), cells))
+        cells = not cells
+    kernel.run("BG[1].stop(); BG[0].close()")
+    # the updates' durations (from one mark to the next), each in the window it lies in; an interval that holds an
+    # epoch's end (its statistics, evaluation, checkpoint: lumps of seconds that would land in a window by chance)
+    # or that straddles two windows is left out
+    marks = [(t - offset, steps, update) for t, steps, update in kernel.value("MARKS")]
+    per_window = [[0.0, 0.0] for _ in windows]  # seconds, env steps
+    starts = [a for a, _, _ in windows]
+    for (t0, s0, _), (t1, s1, update) in itertools.pairwise(marks):
+        i = bisect.bisect_right(starts, t0) - 1
+        if update == 0 or i < 0 or t1 > windows[i][1]:
+            continue
+        per_window[i][0] += t1 - t0
+        per_window[i][1] += s1 - s0
+    measured = [(secs, steps, w[2]) for (secs, steps), w in zip(per_window, windows, strict=True)]
+    triples = [(measured[i - 1], measured[i], measured[i + 1]) for i in range(1, len(measured) - 1)
+               if measured[i][2] and not measured[i - 1][2] and not measured[i + 1][2]
+               and min(measured[i - 1][0], measured[i][0], measured[i + 1][0]) > 0.2 * window]
+    if not triples:
+        return None
+
+    def loss_of(chosen: list) -> float:
+        cell_steps = sum(mid[1] for _, mid, _ in chosen) / sum(mid[0] for _, mid, _ in chosen)
+        quiet_steps = (sum(a[1] + b[1] for a, _, b in chosen) / sum(a[0] + b[0] for a, _, b in chosen))
+        return 1 - cell_steps / quiet_steps
+
+    rng = random.Random(0)
+    boot = sorted(loss_of(rng.choices(triples, k=len(triples))) for _ in range(2000))
+    return {"loss": loss_of(triples), "low": boot[100], "high": boot[1899], "n": len(triples)}
+
+
 def main() -> None:
     """Measure and print the table and the bench line."""
     import tempfile
@@ -162,6 +240,9 @@ def main() -> None:
                         help="train_async(torch_threads=...) (0: None, the thread keeps torch's setting)")
     parser.add_argument("--probe-gap", type=float, default=0.1,
                         help="seconds between trivial cells (0.1: ten cells a second, busier than a live widget)")
+    parser.add_argument("--on-off-s", type=float, default=60.0,
+                        help="seconds of one long background run alternating windows without and with cells (0: skip)")
+    parser.add_argument("--window", type=float, default=1.0, help="seconds per window of the on/off run")
     parser.add_argument("--runner", default="dev", help="runner config: dev (envs in the training thread), local "
                         "(envs in worker processes) or processes (rollouts in worker processes)")
     parser.add_argument("--concurrency", type=int, default=0, help="runner.concurrency (0: the runner's default)")
@@ -211,6 +292,7 @@ def main() -> None:
                 r, lat = background(kernel, args.epochs, args.probe_gap, ended)
                 sps[probed].append(r["env_steps"] / r["wall"])
                 latencies += lat
+            on_off_result = on_off(kernel, args.on_off_s, args.window, args.probe_gap) if args.on_off_s else None
             threads = kernel.value("torch.get_num_threads()")
     finally:
         kernel.close()
@@ -243,12 +325,18 @@ def main() -> None:
     # more of it to cells while the run trains
     print(f"kernel CPU while training in the background (idle kernel, all threads): {cpu_per_k * 1000:.0f} ms per "
           f"1,000 env steps, {cpu_share:.0%} of one core (medians)")
+    if on_off_result:
+        print(f"cells' cost within one background run ({on_off_result['n']} windows of {args.window:.0f} s with a "
+              f"cell every {args.probe_gap * 1000:.0f} ms, each against the quiet windows beside it): "
+              f"{on_off_result['loss']:.1%} fewer env steps/s (90% interval {on_off_result['low']:.1%} to "
+              f"{on_off_result['high']:.1%})")
     loss = 1 - med[probed] / ref
     idle_loss = 1 - med["background, idle kernel"] / ref
     print(f"bench: background_overhead throughput_loss={loss:.3f} idle_kernel_loss={idle_loss:.3f} "
           f"cell_p95_ms={pct(latencies, 95):.1f} "
           f"kernel_cell_floor={floor:.3f} kernel_cpu_ms_per_1k_steps={cpu_per_k * 1000:.0f} "
-          f"kernel_cpu_share={cpu_share:.2f}")
+          f"kernel_cpu_share={cpu_share:.2f}"
+          + (f" cells_cost_on_off={on_off_result['loss']:.3f}" if on_off_result else ""))
 
 
 if __name__ == "__main__":
