@@ -52,6 +52,20 @@ get_ipython().history_manager.db_cache_size = kernel_yield.HISTORY_CACHE"""
 (maze-lab follows its messages, a flush with nothing written returns at once) and IPython's history written every
 HISTORY_CACHE cells, as during a run."""
 
+MARK_UPDATES = """
+MARKS = []
+def mark_updates(trainer):
+    # the trainer notes (time, env steps, update in its epoch) after every update: an on/off phase reads the run's
+    # rate in any window of time from those marks
+    MARKS.clear()
+    update = trainer._one_update
+    def marked():
+        update()
+        MARKS.append((time.perf_counter(), trainer.env_steps, trainer._update_in_epoch))
+    trainer._one_update = marked
+"""
+"""Kernel code for the on/off phases of both benchmarks (needs ``time`` imported)."""
+
 SETUP = """
 import threading, time
 from pathlib import Path
@@ -96,18 +110,11 @@ def start_background(n_epochs):
                                      ENDED.touch()), daemon=True).start()
     BG = (rc, handle, (t0, cpu0), ended)
 
+{mark_updates}
 def start_windows(n_epochs):
-    # a background run whose trainer notes (time, env steps) after every update: the on/off phase reads its rate
-    # in any window of time from those marks
-    global BG, MARKS
+    global BG
     rc = fresh()
-    MARKS = []
-    trainer = rc.trainer
-    update = trainer._one_update
-    def marked():
-        update()
-        MARKS.append((time.perf_counter(), trainer.env_steps, trainer._update_in_epoch))
-    trainer._one_update = marked
+    mark_updates(rc.trainer)
     BG = (rc, rc.train_async(n_epochs, torch_threads={async_threads}), None, [])
 
 def background_result():
@@ -173,30 +180,37 @@ def background(kernel: Kernel, n_epochs: int, probe_gap: float | None, ended: Pa
     return kernel.value("background_result()"), latencies
 
 
-def on_off(kernel: Kernel, seconds: float, window: float, probe_gap: float) -> dict[str, float] | None:
-    """One long background run in which the client alternates windows of ``window`` seconds without cells and with
-    a trivial cell every ``probe_gap`` seconds, for ``seconds`` in all; the trainer marks the time and its env steps
-    after every update. Each cell window is compared with the quiet windows just before and after it (slow drifts
-    of the machine cancel), on one run (no build or warm-up differences between the runs compared). Returns the
-    loss (1 - steps/s with cells / steps/s without, over all compared windows), a 90% bootstrap interval over the
-    compared window triples, and how many there were; None where no window had quiet windows on both sides."""
-    kernel.run("start_windows(1_000_000)")  # trains until stopped below (the schedules hold over such a target)
+def on_off(kernel: Kernel, seconds: float, window: float, probe_gap: float, start: str = "start_windows(1_000_000)",
+           switch: tuple[str, str] | None = None, stop: str = "BG[1].stop(); BG[0].close()") -> dict[str, float] | None:
+    """One long background run (``start``: kernel code that starts it with its updates marked, see MARK_UPDATES) in
+    which the client alternates windows of ``window`` seconds, quiet ones and "on" ones, for ``seconds`` in all; then
+    ``stop``. Without ``switch``, the on windows have a trivial cell every ``probe_gap`` seconds and the quiet ones
+    none; with ``switch`` (kernel code that turns the measured thing on, and off), every window has the cells and the
+    two codes run as the windows change. Each on window is compared with the quiet windows just before and after it
+    (slow drifts of the machine cancel), on one run (no build or warm-up differences between the runs compared).
+    Returns the loss (1 - steps/s in on windows / steps/s in quiet ones, over all compared windows), a 90% bootstrap
+    interval over the compared window triples, and how many there were; None where no on window had quiet windows
+    on both sides."""
+    kernel.run(start)
     # the kernel's clock against this one (the middle of a cell's round trip); marks come in the kernel's clock
     t_send = time.perf_counter()
     kernel_now = kernel.value("time.perf_counter()")
     offset = kernel_now - (t_send + time.perf_counter()) / 2
-    windows: list[tuple[float, float, bool]] = []  # (start, end, with cells)
+    windows: list[tuple[float, float, bool]] = []  # (start, end, on)
     end_all = time.perf_counter() + seconds
-    cells = False
+    on = False
     while time.perf_counter() < end_all:
-        start = time.perf_counter()
-        while time.perf_counter() - start < window:
+        begun = time.perf_counter()
+        if switch:
+            kernel.run(switch[0] if on else switch[1])
+        cells = on or switch is not None
+        while time.perf_counter() - begun < window:
             if cells:
                 kernel.run("1 + 1")
             time.sleep(probe_gap if cells else 0.02)
-        windows.append((start, time.perf_counter(), cells))
-        cells = not cells
-    kernel.run("BG[1].stop(); BG[0].close()")
+        windows.append((begun, time.perf_counter(), on))
+        on = not on
+    kernel.run(stop)
     # the updates' durations (from one mark to the next), each in the window it lies in; an interval that holds an
     # epoch's end (its statistics, evaluation, checkpoint: lumps of seconds that would land in a window by chance)
     # or that straddles two windows is left out
@@ -260,6 +274,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as log_dir:
             ended = Path(log_dir) / ENDED_FILE
             kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, equal_settings=EQUAL_SETTINGS,
+                                    mark_updates=MARK_UPDATES,
                                     epoch_length=args.epoch_length,
                                     torch_threads=args.torch_threads, async_threads=args.async_torch_threads or None,
                                     runner=args.runner, extra=extra))

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from background_overhead import ENDED_FILE, EQUAL_SETTINGS, Kernel  # noqa: E402
+from background_overhead import ENDED_FILE, EQUAL_SETTINGS, MARK_UPDATES, Kernel, on_off  # noqa: E402
 
 SETUP = """
 import threading, time
@@ -81,6 +81,19 @@ def start(n_epochs, cockpit):
         display(board)
         board.build_s = time.perf_counter() - built  # once per run, while it trains: inside the timed run
     BG = (rc, handle, t0, ended, board)
+
+{mark_updates}
+def start_windows(n_epochs):
+    # a background run with its updates marked and a cockpit displayed whose polling the on/off phase switches
+    global BG
+    rc = RunContext(**CONFIG)
+    trainer = rc.trainer
+    mark_updates(trainer)
+    handle = rc.train_async(n_epochs)
+    board = TrainingDashboard(handle)
+    display(board)
+    board.stop_updates()
+    BG = (rc, handle, None, [], board)
 
 def result():
     global DONE
@@ -190,6 +203,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--probe-gap", type=float, default=0.1, help="seconds between cells")
     parser.add_argument("--open-epochs", type=int, default=1000)
+    parser.add_argument("--on-off-s", type=float, default=80.0, help="seconds of one long background run (cells "
+                        "every --probe-gap throughout) whose cockpit polls in every other window (0: skip)")
+    parser.add_argument("--window", type=float, default=2.0, help="seconds per window of the on/off run")
     parser.add_argument("--runner", default="dev", help="runner config: dev (the run's envs and policy in the training "
                         "thread) or processes (rollouts in worker processes, the learner in the kernel)")
     args = parser.parse_args()
@@ -206,6 +222,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as log_dir:
             ended = Path(log_dir) / ENDED_FILE
             kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, equal_settings=EQUAL_SETTINGS,
+                                    mark_updates=MARK_UPDATES,
                                     epoch_length=args.epoch_length,
                                     runner=args.runner))
             kernel.run("start(1, True)")  # warm-up: imports, first allocations, the widget classes
@@ -235,6 +252,9 @@ def main() -> None:
                         idle_cells[name].append(kernel.run(code)[0])
                     time.sleep(args.probe_gap)
                 kernel.value("result()")
+            switched = on_off(kernel, args.on_off_s, args.window, args.probe_gap, start="start_windows(1_000_000)",
+                              switch=("BG[4].start()", "BG[4].stop_updates()"),
+                              stop="BG[4].close(); BG[1].stop(); BG[0].close()") if args.on_off_s else None
     finally:
         kernel.close()
 
@@ -249,6 +269,11 @@ def main() -> None:
     print(f"the cockpit's own work on the kernel's loop (its ticks): {statistics.median(cockpit_share):.1%} of the "
           f"run's wall time (median; min {min(cockpit_share):.1%}, max {max(cockpit_share):.1%}); building and "
           f"displaying it at the run's start (once): {statistics.median(build_share):.1%}")
+    if switched:
+        print(f"the cockpit's cost within one background run ({switched['n']} windows of {args.window:.0f} s with the "
+              f"cockpit polling, each against the windows without it beside it; a cell every "
+              f"{args.probe_gap * 1000:.0f} ms throughout): {switched['loss']:.1%} fewer env steps/s (90% interval "
+              f"{switched['low']:.1%} to {switched['high']:.1%})")
     print()
     print(f"{'cell':<36}{'idle p95 ms':>12}{'busy p95 ms':>12}{'busy/idle':>10}")
     build_ratio = statistics.median(build_busy) / statistics.median(build_idle)
@@ -271,7 +296,8 @@ def main() -> None:
     print(f"bench: dashboard_overhead throughput_loss={loss:.3f} cockpit_time_share="
           f"{statistics.median(cockpit_share):.3f} build_busy_vs_idle={build_ratio:.2f} "
           f"cell_p95_busy_vs_idle={max(ratios):.2f} open_1000_epochs_s={opened:.3f} "
-          f"viewer_step_ms={'nan' if step_ms is None else f'{step_ms:.1f}'}")
+          f"viewer_step_ms={'nan' if step_ms is None else f'{step_ms:.1f}'}"
+          + (f" cockpit_cost_on_off={switched['loss']:.3f}" if switched else ""))
 
 
 if __name__ == "__main__":
