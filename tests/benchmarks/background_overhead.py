@@ -232,7 +232,7 @@ def on_off(kernel: Kernel, seconds: float, window: float, probe_gap: float, star
 
     def loss_of(chosen: list) -> float:
         cell_steps = sum(mid[1] for _, mid, _ in chosen) / sum(mid[0] for _, mid, _ in chosen)
-        quiet_steps = (sum(a[1] + b[1] for a, _, b in chosen) / sum(a[0] + b[0] for a, _, b in chosen))
+        quiet_steps = sum(a[1] + b[1] for a, _, b in chosen) / sum(a[0] + b[0] for a, _, b in chosen)
         return 1 - cell_steps / quiet_steps
 
     rng = random.Random(0)

@@ -50,12 +50,16 @@ from maze_lab.widgets.dashboard import TrainingDashboard
 CONFIG = dict(runner={runner!r}, overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
                           "algorithm.patience": 0, "seed": 1234}}, silent=True)
 
-def start(n_epochs, cockpit):
+{mark_updates}
+def start(n_epochs, cockpit, marked=False):
+    # marked: the trainer's updates are marked (the on/off phase)
     global BG
     rc = RunContext(**CONFIG)
     trainer = rc.trainer  # build envs and model now: only training is timed
     if hasattr(trainer.env, "start") and not trainer.env.started:  # runner=processes: start its workers now, too
         trainer.env.start(trainer.eval_policy, 1234)
+    if marked:
+        mark_updates(trainer)
     ended = []
     ENDED.unlink(missing_ok=True)
     t0 = time.perf_counter()
@@ -81,19 +85,6 @@ def start(n_epochs, cockpit):
         display(board)
         board.build_s = time.perf_counter() - built  # once per run, while it trains: inside the timed run
     BG = (rc, handle, t0, ended, board)
-
-{mark_updates}
-def start_windows(n_epochs):
-    # a background run with its updates marked and a cockpit displayed whose polling the on/off phase switches
-    global BG
-    rc = RunContext(**CONFIG)
-    trainer = rc.trainer
-    mark_updates(trainer)
-    handle = rc.train_async(n_epochs)
-    board = TrainingDashboard(handle)
-    display(board)
-    board.stop_updates()
-    BG = (rc, handle, None, [], board)
 
 def result():
     global DONE
@@ -252,7 +243,9 @@ def main() -> None:
                         idle_cells[name].append(kernel.run(code)[0])
                     time.sleep(args.probe_gap)
                 kernel.value("result()")
-            switched = on_off(kernel, args.on_off_s, args.window, args.probe_gap, start="start_windows(1_000_000)",
+            # the first window is without the cockpit: its switch stops the polling that displaying it started
+            switched = on_off(kernel, args.on_off_s, args.window, args.probe_gap,
+                              start="start(1_000_000, True, marked=True)",
                               switch=("BG[4].start()", "BG[4].stop_updates()"),
                               stop="BG[4].close(); BG[1].stop(); BG[0].close()") if args.on_off_s else None
     finally:
