@@ -130,8 +130,8 @@ def background_result():
 class Kernel:
     """A kernel executing cells one by one; ``run`` returns the wall time to idle and the printed output."""
 
-    def __init__(self) -> None:
-        self.km = KernelManager(kernel_name="python3")
+    def __init__(self, name: str = "maze-lab") -> None:
+        self.km = KernelManager(kernel_name=name)
         self.km.start_kernel(extra_arguments=["--IPKernelApp.log_level=ERROR"], env=dict(os.environ))
         self.kc = self.km.client()
         self.kc.start_channels()
@@ -259,6 +259,9 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=1.0, help="seconds per window of the on/off run")
     parser.add_argument("--runner", default="dev", help="runner config: dev (envs in the training thread), local "
                         "(envs in worker processes) or processes (rollouts in worker processes)")
+    parser.add_argument("--kernel", default="maze-lab",
+                        help="Jupyter kernel: maze-lab (the project's, which notebooks use) or python3 (ipykernel's "
+                             "own, with its shell-channel thread)")
     parser.add_argument("--concurrency", type=int, default=0, help="runner.concurrency (0: the runner's default)")
     parser.add_argument("--n-workers", type=int, default=0,
                         help="runner=processes: runner.n_workers (0: the runner's default)")
@@ -269,7 +272,7 @@ def main() -> None:
                                            ("runner.n_workers", args.n_workers),
                                            ("runner.envs_per_worker", args.envs_per_worker)) if value}
 
-    kernel = Kernel()
+    kernel = Kernel(args.kernel)
     try:
         with tempfile.TemporaryDirectory() as log_dir:
             ended = Path(log_dir) / ENDED_FILE
@@ -314,7 +317,8 @@ def main() -> None:
 
     med = {k: statistics.median(v) for k, v in sps.items()}
     ref = max(med["blocking (train)"], med["blocking, 1 torch thread"])  # the faster blocking variant
-    print(f"PPO CartPole-v1 in one IPython kernel, runner={args.runner} {extra or ''}: {args.epochs} epochs x "
+    print(f"PPO CartPole-v1 in one Jupyter kernel ({args.kernel}), runner={args.runner} {extra or ''}: "
+          f"{args.epochs} epochs x "
           f"{args.epoch_length} updates x 200 env steps per run, {args.repeats} runs per variant (interleaved)")
     print(f"torch threads: {threads} in the kernel (blocking runs), "
           f"train_async(torch_threads={args.async_torch_threads or None})")

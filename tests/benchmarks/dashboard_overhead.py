@@ -199,9 +199,10 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=2.0, help="seconds per window of the on/off run")
     parser.add_argument("--runner", default="dev", help="runner config: dev (the run's envs and policy in the training "
                         "thread) or processes (rollouts in worker processes, the learner in the kernel)")
+    parser.add_argument("--kernel", default="maze-lab", help="Jupyter kernel: maze-lab (the project's) or python3")
     args = parser.parse_args()
 
-    kernel = Kernel()
+    kernel = Kernel(args.kernel)
     sps: dict[str, list[float]] = {"background, cells, no cockpit": [], "background, cells, cockpit": []}
     cockpit_share: list[float] = []
     build_share: list[float] = []  # building and displaying the cockpit at the run's start, once per run
@@ -253,9 +254,9 @@ def main() -> None:
 
     med = {k: statistics.median(v) for k, v in sps.items()}
     ref = med["background, cells, no cockpit"]
-    print(f"PPO CartPole-v1 (runner={args.runner}) trained in the background of one IPython kernel, a cell every "
-          f"{args.probe_gap * 1000:.0f} ms; {args.epochs} epochs x {args.epoch_length} updates x 200 env steps, "
-          f"{args.repeats} runs per variant (interleaved)")
+    print(f"PPO CartPole-v1 (runner={args.runner}) trained in the background of one Jupyter kernel ({args.kernel}), "
+          f"a cell every {args.probe_gap * 1000:.0f} ms; {args.epochs} epochs x {args.epoch_length} updates x 200 "
+          f"env steps, {args.repeats} runs per variant (interleaved)")
     print(f"{'variant':<34}{'min':>8}{'median':>8}{'max':>8}{'vs no cockpit':>15}  (env steps/s)")
     for name, values in sps.items():
         print(f"{name:<34}{min(values):>8,.0f}{med[name]:>8,.0f}{max(values):>8,.0f}{med[name] / ref:>15.3f}")
