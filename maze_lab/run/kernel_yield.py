@@ -18,7 +18,9 @@ coroutine, IPython's ``pre_run_cell`` / ``post_run_cell`` events mark the cells 
 
 While a background run trains in a kernel, the interpreter's switch interval is :data:`SWITCH_INTERVAL_S` instead of
 5 ms: ipykernel hands every cell's output and status through its I/O thread several times per cell, and each
-hand-over waits for the training thread to let go of the lock (restored when the last background run ends).
+hand-over waits for the training thread to let go of the lock (restored when the last background run ends). The
+project's kernel (:mod:`maze_lab.run.kernel_app`) saves one more hand-over per message: it reads shell messages on the
+main thread, where ipykernel 7 reads them on a thread of their own and passes them on.
 
 Each cell also costs the kernel's threads interpreter time that a training thread loses, so while maze-lab follows a
 kernel it trims two costs of ipykernel and IPython that bring the user nothing: ipykernel flushes ``sys.stdout`` and
