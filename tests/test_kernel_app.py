@@ -72,6 +72,13 @@ def test_shell_messages_are_handled_on_the_main_thread(kernel: Kernel) -> None:
     assert kernel.stdout("print(type(get_ipython().kernel).__name__)").strip() == "MazeLabKernel"
 
 
+def test_debug_messages_are_not_built_unless_written(kernel: Kernel) -> None:
+    """At the default log level ipykernel's debug calls (four per message) stop at the logger; with
+    ``log_level=DEBUG`` (see the subshell kernel below) they are written."""
+    assert kernel.stdout("import logging; print(get_ipython().kernel.log.isEnabledFor(logging.DEBUG), "
+                         "get_ipython().kernel.log.isEnabledFor(logging.ERROR))") == "False True\n"
+
+
 def test_cells_run_as_in_ipykernel(kernel: Kernel) -> None:
     """Output, values, top-level ``await`` (the path of ipykernel that reads the shell-channel thread unchecked)
     and an error's reply."""
@@ -99,8 +106,9 @@ def test_interrupt_stops_a_running_cell_and_the_kernel_goes_on(kernel: Kernel) -
 
 def test_subshells_when_asked_for() -> None:
     """``--MazeLabKernelApp.subshells=True`` keeps ipykernel's shell-channel thread and its subshells."""
-    k = Kernel("--MazeLabKernelApp.subshells=True")
+    k = Kernel("--MazeLabKernelApp.subshells=True", "--MazeLabKernelApp.log_level=DEBUG")
     try:
+        assert k.stdout("import logging; print(get_ipython().kernel.log.isEnabledFor(logging.DEBUG))") == "True\n"
         assert "kernel subshells" in k.features()
         assert SHELL_CHANNEL_THREAD in k.stdout("import threading; print([t.name for t in threading.enumerate()])")
         request = k.kc.session.msg("create_subshell_request", {})

@@ -6,7 +6,9 @@ that thread exists for kernel subshells (cells that run concurrently in other th
 that trains in the background, every such hand-over also waits for the training thread to let go of the interpreter
 lock and takes it from the run once more: measured within one background PPO run with a trivial cell every 100 ms
 (``tests/benchmarks/background_overhead.py``), the cells cost the run 4.8-7.9% of its env steps per second with the
-shell-channel thread and 2.3-3.7% without it. The kernel is the same ipykernel otherwise: messages, comms (widgets),
+shell-channel thread and 2.3-3.7% without it. Its logger passes on only what its handlers
+write (traitlets' applications build a record for every debug call and drop it at the handler). The kernel is the
+same ipykernel otherwise: messages, comms (widgets),
 the debugger, interrupts, ``await`` at the top level of a cell and the event loop integrations are ipykernel's own.
 
 Subshells are off by default (the kernel does not advertise them, as ipykernel 6 did not); the option
@@ -65,6 +67,15 @@ def _app_class() -> type:
         subshells = Bool(False, config=True,
                          help="Keep ipykernel's shell-channel thread and kernel subshells (costs a background "
                               "training run a few percent of its speed while cells run).")
+
+        def _configure_logging(self) -> None:
+            # traitlets sets the application's logger to DEBUG and filters at its handlers, so every debug call of
+            # ipykernel (four per shell message) builds a log record that no handler writes, in the interpreter
+            # that a background run shares: the logger passes only what one of its handlers would write
+            super()._configure_logging()
+            levels = [handler.level for handler in self.log.handlers]
+            if levels:
+                self.log.setLevel(min(levels))
 
         def init_sockets(self) -> None:
             super().init_sockets()
