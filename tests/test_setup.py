@@ -32,7 +32,7 @@ def test_project_kernel_is_installed_inside_the_environment() -> None:
     spec = KernelSpecManager().get_kernel_spec("maze-lab")
     assert Path(spec.resource_dir).resolve().is_relative_to(Path(sys.prefix).resolve())
     assert Path(spec.argv[0]).resolve() == Path(sys.executable).resolve()
-    assert spec.argv[spec.argv.index("-m") + 1] == "maze_lab.run.kernel_app"
+    assert spec.argv[spec.argv.index("-m") + 1] == "maze_lab.run.kernel_app" and "{connection_file}" in spec.argv
 
 
 def test_setup_refuses_an_unsupported_python_with_a_clear_message(tmp_path: Path) -> None:

@@ -4,12 +4,12 @@ ipykernel 7 receives every shell message (a cell's execute request, a widget's c
 the shell-channel thread, which reads the message's header and hands it over to the main thread through a socket pair;
 that thread exists for kernel subshells (cells that run concurrently in other threads of one kernel). In a kernel
 that trains in the background, every such hand-over also waits for the training thread to let go of the interpreter
-lock and takes it from the run once more: measured within one background PPO run with a trivial cell every 100 ms
-(``tests/benchmarks/background_overhead.py``), the cells cost the run 4.8-7.9% of its env steps per second with the
-shell-channel thread and 2.3-3.7% without it. Its logger passes on only what its handlers
-write (traitlets' applications build a record for every debug call and drop it at the handler). The kernel is the
-same ipykernel otherwise: messages, comms (widgets),
-the debugger, interrupts, ``await`` at the top level of a cell and the event loop integrations are ipykernel's own.
+lock and takes it from the run once more. Measured within one background PPO run with a trivial cell every 100 ms
+(``tests/benchmarks/background_overhead.py``), the cells cost the run a median 5.1% of its env steps per second with
+the shell-channel thread and 3.8% without it (13 and 14 runs; single runs spread from 0% to 9%). Its logger also
+passes on only what its handlers write (traitlets' applications build a record for every debug call and drop it at
+the handler). The kernel is ipykernel's otherwise: messages, comms (widgets), the debugger, interrupts, ``await`` at
+the top level of a cell and the event loop integrations.
 
 Subshells are off by default (the kernel does not advertise them, as ipykernel 6 did not); the option
 ``--MazeLabKernelApp.subshells=True`` (in the kernel spec's ``argv``, or ``c.MazeLabKernelApp.subshells = True`` in an

@@ -1,6 +1,7 @@
 """Background training in a Jupyter kernel: throughput against a blocking run, and how responsive the kernel stays.
 
-In one real IPython kernel (driven through jupyter_client, as JupyterLab drives it), the same PPO CartPole run is
+In one real Jupyter kernel (``--kernel``: the project's ``maze-lab`` by default, ``python3`` for ipykernel's own;
+driven through jupyter_client, as JupyterLab drives it), the same PPO CartPole run is
 trained blocking (``rc.train()`` in a cell) and in the background (``rc.train_async()``), interleaved; env steps
 per second are env steps over the wall time of the run (trainer built beforehand, so building is not counted).
 The blocking run is measured with the kernel's torch threads and with one thread; the throughput loss is against
