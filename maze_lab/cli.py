@@ -99,6 +99,12 @@ def _train(args: argparse.Namespace) -> int:
     rc = RunContext(**components, overrides=overrides, experiment=experiment, config_module=args.config_module,
                     silent=args.silent, trust=args.trust)
     print(f"maze-lab train: {rc.training_plan()}", flush=True)
+    if args.detach:
+        handle = rc.train_async(detach=True)
+        print(f"maze-lab train: detached; it trains on in a process of its own (its console: "
+              f"{handle.run_dir / 'console.log'}); stop it with: maze-lab stop {handle.run_dir}", flush=True)
+        print(f"run directory: {handle.run_dir}")
+        return 0
     try:
         try:
             rc.trainer  # noqa: B018 - build envs and model first: errors here are errors of the configuration
@@ -336,8 +342,9 @@ def _runs(args: argparse.Namespace) -> int:
     if df.empty:
         print(f"no runs under {base}" + (f" in group {args.group}" if args.group else ""))
         return 0
-    columns = ["created", "experiment", "status", "algorithm", "env", "epoch", "env_steps", "best_eval_reward",
-               "final_train_reward", "run_dir"]
+    columns = ["created", "experiment", "status", "live", "algorithm", "env", "epoch", "env_steps",
+               "best_eval_reward", "final_train_reward", "run_dir"]
+    df = df.assign(live=df.live.map(lambda v: "live" if v is True else "-"))
     if df.group.notna().any():  # runs made together (sweeps, batches, studies) show their group; single runs "-"
         columns.insert(2, "group")
         df = df.assign(group=df.group.fillna("-"))
@@ -347,6 +354,35 @@ def _runs(args: argparse.Namespace) -> int:
         print(f"\n{len(damaged)} damaged run director{'y' if len(damaged) == 1 else 'ies'}:")
         for run_dir, reason in zip(damaged.run_dir, damaged.reason, strict=True):
             print(f"  {run_dir}: {reason}")
+    ended = df[df.status.isin(["died", "failed", "early-stopped", "interrupted"])]
+    if not ended.empty:
+        print("\nhow runs ended:")
+        for run_dir, status, reason in zip(ended.run_dir, ended.status, ended.reason, strict=True):
+            print(f"  {run_dir}: {status}: {reason or 'no reason recorded'}")
+    return 0
+
+
+# ---- control of live runs ----------------------------------------------------------------------------------------
+_CONTROL_DONE = {"stop": "ended", "pause": "paused", "resume": "resumed", "checkpoint": "checkpoint written"}
+
+
+def _control(args: argparse.Namespace) -> int:
+    from maze_lab.run.attach import request_run
+    from maze_lab.run.run_dir import NotARunDirectoryError
+    from maze_lab.run.run_status import RunControlError
+
+    try:
+        state = request_run(args.run_dir, args.command, timeout=args.timeout)
+    except (RunControlError, NotARunDirectoryError) as err:
+        _report(args, err)
+        return EXIT_BAD_INPUT if isinstance(err, NotARunDirectoryError) else 1
+    extra = ""
+    if args.command == "stop":
+        ckpt = Path(args.run_dir) / "checkpoints" / "state_dict_last.pt"
+        extra = f" (status {state.get('status')}; checkpoint {ckpt if ckpt.exists() else 'none'})"
+    elif args.command == "checkpoint":
+        extra = f": {(state.get('control') or {}).get('checkpoint')}"
+    print(f"maze-lab {args.command}: {args.run_dir}: {_CONTROL_DONE[args.command]}{extra}")
     return 0
 
 
@@ -617,6 +653,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="torch threads while training (default: the config's torch_threads, 1)")
     train.add_argument("--trust", action="append", metavar="MODULE",
                        help="with input_dir=RUN_DIR: " + _TRUST_HELP)
+    train.add_argument("--detach", action="store_true",
+                       help="train in a process of its own that outlives this terminal; prints the run directory "
+                            "and returns at once (follow it with `maze-lab runs`, stop it with `maze-lab stop`)")
     train.add_argument("-cn", "--config-name", help=argparse.SUPPRESS)  # Maze's `-cn conf_train`
     train.set_defaults(func=_train)
 
@@ -663,6 +702,18 @@ def build_parser() -> argparse.ArgumentParser:
                       help="only the runs of one group: a sweep, notebook batch or Optuna study (the id from the "
                            "group column, e.g. sweep:sweep-20261124-071500-ab12)")
     runs.set_defaults(func=_runs)
+
+    for action, what in (("stop", "stop a live run after its current update, with a checkpoint"),
+                         ("pause", "pause a live run between two updates"),
+                         ("resume", "resume a paused run"),
+                         ("checkpoint", "have a live run write a checkpoint now")):
+        control = sub.add_parser(action, parents=[common], help=what,
+                                 description=f"{what[0].upper()}{what[1:]}, wherever it was started (a notebook, "
+                                             f"another shell, the Lab app, a detached run); exits 0 once the run "
+                                             f"acknowledged it (a stop: once the run has ended).")
+        control.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
+        control.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the run (default 60)")
+        control.set_defaults(func=_control)
 
     rollout = sub.add_parser("rollout", parents=[common],
                              help="roll out a run's trained policy and record its episodes")

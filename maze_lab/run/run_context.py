@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from maze_lab.core.utils.factory import ConfigurationError, Factory, TrustPolicy, config_names
 from maze_lab.run.config import GROUPS, build_algorithm_config, compose_config, training_plan, validate_config
 from maze_lab.run.kernel_yield import background_run, hook_kernel_cells
+from maze_lab.run.run_status import RunControlError, RunOwner
 from maze_lab.run.run_dir import (
     MARKER,
     RUN_OUTPUTS,
@@ -122,6 +123,8 @@ class RunContext:
         self._run: _Run | None = None
         self.runs: list[_Run] = []
         self.failures: list[tuple[Path, BaseException]] = []
+        self.detached_runs: list[Path] = []
+        """Run directories of the detached runs this RunContext started."""
         """The runs of a grid that failed: (run directory, error); the grid goes on past them."""
 
     def _compose(self, overrides: Mapping[str, Any]) -> DictConfig:
@@ -199,17 +202,45 @@ class RunContext:
             run.train(n_epochs)
         return self
 
-    def train_async(self, n_epochs: int | None = None, torch_threads: ThreadsArg = FROM_CONFIG) -> RunHandle:
-        """Start training in a background thread of this process and return a handle at once.
+    def train_async(self, n_epochs: int | None = None, torch_threads: ThreadsArg = FROM_CONFIG,
+                    detach: bool = False) -> Any:
+        """Start training in the background and return a handle at once.
+
+        By default the run trains in a thread of this process (a kernel: the live env and policy are there to look
+        at) and the handle is a :class:`RunHandle`. With ``detach=True`` it trains in a process of its own that
+        outlives this kernel (its console goes to ``console.log`` in the run directory) and the handle is an
+        :class:`~maze_lab.run.attach.AttachedRun`; either can be paused, resumed and stopped from any process
+        through the run directory (``maze-lab stop RUN_DIR``, the cockpit, the Lab app).
 
         :param torch_threads: torch intra-op threads of the training thread only (the kernel's own setting is
             untouched); default the config's ``torch_threads`` (1), None keeps torch's default. One thread is fastest
             for the small networks of RL on CPU: with more, OpenMP runs a second thread pool beside the kernel's and
             small ops get several times slower.
+        :param detach: train in a process of its own (see above).
         """
         _check_n_epochs(n_epochs)
+        if detach:
+            return self._start_detached(n_epochs, self._torch_threads(torch_threads))
         run = self._single()
         return run.start_async(n_epochs, self._torch_threads(torch_threads))
+
+    def _start_detached(self, n_epochs: int | None, torch_threads: int | None) -> Any:
+        from maze_lab.run.attach import AttachedRun
+        from maze_lab.run.detached import start_detached
+
+        if self.multirun:
+            raise ConfigurationError("this RunContext is a grid (multirun=True): detach=True starts one run; use "
+                                     "`maze-lab sweep` or train() for a grid")
+        if self._run is not None:
+            raise RuntimeError(f"this RunContext already built its run in this process ({self._run.run_directory.path})"
+                               f"; make a new RunContext to start a detached run")
+        cfg = self.config
+        path = self._requested_run_dir or new_run_dir(cfg.log_base_dir, cfg.experiment)
+        path.mkdir(parents=True, exist_ok=True)
+        start_detached(OmegaConf.to_container(cfg), dict(self._objects), path, n_epochs, torch_threads,
+                       silent=self.silent, previous=self._previous)
+        self.detached_runs.append(path)
+        return AttachedRun(path)
 
     def evaluate(self, n_episodes: int | None = None, deterministic: bool | None = None) -> dict[str, float]:
         """Evaluate the current policy; returns ``{"Topic/event/name": value}`` of the evaluation episodes. Like
@@ -454,6 +485,11 @@ class _Run:
         self.store = StatsStore(directory=path) if previous_stats is None else previous_stats
         self._trainer = None
         self._build_lock = threading.Lock()
+        self._status_lock = threading.RLock()  # requests and the final status take turns
+        self._ended = False
+        self._stop_early = False
+        self.accept_requests_since: float = time.time()
+        """Requests in the control file made since then reach this run (a detached run: since its start)."""
         self.handle: RunHandle | None = None
 
     def _write_config(self) -> None:
@@ -642,24 +678,41 @@ class _Run:
             epoch=trainer.epoch, env_steps=trainer.env_steps, last_eval_reward=trainer.last_eval_reward,
             best_eval_reward=None if ms.best_epoch is None else ms.best_reward, best_epoch=ms.best_epoch)
 
-    def train(self, n_epochs: int | None = None) -> None:
-        """Train in this thread; the summary records how the run ended."""
+    def train(self, n_epochs: int | None = None, mode: str = "process") -> None:
+        """Train in this thread; the summary records how the run ended. While it trains this process owns the run
+        (``owner.json``: see :mod:`maze_lab.run.run_status`): readers see it live, and requests written into the run
+        directory (pause, resume, stop, checkpoint) reach it from any process.
+
+        :param mode: how the run was started, recorded in ``owner.json``: ``in-kernel``, ``detached``, ``process``.
+        """
         run_dir = self.run_directory
-        run_dir.write_summary(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        with self._status_lock:
+            self._ended = False
+        run_dir.write_summary(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%S"), reason=None,
+                              error=None, stop_reason=None, control=None, mode=mode)
+        owner = RunOwner(run_dir.path, self.request, run_dir.write_summary, mode=mode,
+                         accept_since=self.accept_requests_since).start()
         status, error, reason = "failed", None, None
         try:
             trainer = self.trainer
+            planned = trainer.config.n_epochs if n_epochs is None else n_epochs
+            run_dir.write_summary(target_epochs=trainer.epoch + planned if planned else None)
+            with self._status_lock:
+                if self._stop_early:
+                    trainer.request_stop()  # asked for while the run was being built: honoured before any update
             trainer.train(n_epochs)
             self.store.flush()  # a run whose statistics could not be saved has failed
-            status = "stopped" if trainer.stop_reason == "stopped" else "done"
+            status, reason = final_status(trainer.stop_reason)
         except KeyboardInterrupt:
-            status = "interrupted"  # the checkpoint of the last finished epoch stays as it is
+            status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM); the checkpoint of the last finished " \
+                                            "epoch is kept"
             raise
         except BaseException as err:
             error = "".join(traceback.format_exception(err))
             reason = " ".join(f"{type(err).__name__}: {err}".split())[:1000]
             raise
         finally:
+            owner.stop_heartbeat()  # no acknowledgement can land after the final status
             with contextlib.suppress(Exception):  # already raised above where it failed
                 self.store.flush()  # the epochs published so far are on disk before the summary says how it ended
             self._flush_event_logs()
@@ -672,7 +725,56 @@ class _Run:
                               best_eval_reward=None if trainer.model_selection.best_epoch is None
                               else trainer.model_selection.best_reward,
                               final_train_reward=_train_reward(self.store))
-            run_dir.write_summary(**fields)
+            with self._status_lock:
+                self._ended = True
+                run_dir.write_summary(**fields)
+            owner.close()
+
+    def request(self, action: str) -> Any:
+        """Carry out a request to this run (``pause``, ``resume``, ``stop``, ``checkpoint``) from any thread, and
+        record the run's new status in its summary. Returns the fields that acknowledge it, or a function returning
+        them once done (a checkpoint is written at the next boundary between updates); a run being built takes a
+        stop before its first update and the other requests once built."""
+        with self._status_lock:
+            if self._ended:
+                summary = self.run_directory.read_summary()
+                raise RunControlError(f"the run has ended (status {summary.get('status')}); nothing to {action}")
+            trainer = self._trainer
+            if trainer is None:
+                if action == "stop":
+                    self._stop_early = True
+                    self.run_directory.write_summary(status="stopping")
+                    return {"status": "stopping"}
+                return lambda: None if self._trainer is None else self._apply(action)
+            return self._apply_locked(trainer, action)
+
+    def _apply(self, action: str) -> Any:
+        with self._status_lock:
+            if self._ended:
+                return {"error": "the run ended first"}
+            result = self._apply_locked(self._trainer, action)
+        return result() if callable(result) else result
+
+    def _apply_locked(self, trainer: Any, action: str) -> Any:
+        if action == "checkpoint":
+            target = trainer.request_checkpoint()
+            return lambda: ({"checkpoint": str(trainer.last_requested_checkpoint)}
+                            if trainer.requested_checkpoints >= target else None)
+        if action == "stop":
+            trainer.request_stop()
+            status = "stopping"
+        elif action == "pause":
+            trainer.pause()
+            self.run_directory.write_summary(status="paused")
+            # acknowledged once the loop holds (the update under way finishes first)
+            return lambda: {"status": "paused"} if trainer.holding or not trainer.paused else None
+        elif action == "resume":
+            trainer.resume()
+            status = "running"
+        else:
+            raise RunControlError(f"unknown request {action!r}; one of pause, resume, stop, checkpoint")
+        self.run_directory.write_summary(status=status)
+        return {"status": status}
 
     def _flush_event_logs(self) -> None:
         if self._trainer is None:
@@ -705,6 +807,15 @@ class _Run:
             self.eval_env.close()
             for w in self.writers:
                 w.close()
+
+
+def final_status(stop_reason: str | None) -> tuple[str, str | None]:
+    """The status and reason of a run whose trainer returned with ``stop_reason``."""
+    if stop_reason == "stopped":
+        return "stopped", "stopped on request; a checkpoint of the current weights was written"
+    if stop_reason and stop_reason.startswith("early stopping"):
+        return "early-stopped", stop_reason
+    return "done", None
 
 
 def _train_reward(store: Any) -> float | None:
@@ -833,13 +944,14 @@ def _set_torch_threads_of_this_thread(n: int) -> None:
 class RunHandle:
     """A training run in a background thread of the kernel: status, progress, pause/resume/stop, live stats.
 
-    Statuses: ``starting``, ``running``, ``paused``, ``stopping``, then ``done``, ``stopped`` or ``failed``. Every
+    Statuses: ``starting``, ``running``, ``paused``, ``stopping``, then ``done``, ``stopped``, ``early-stopped`` or
+    ``failed``. Every
     change of status happens under one lock, and a final status is set before the thread counts as ended: once
     ``running`` is False (or ``wait()`` returns), the status is final and never changes again; a ``stop()`` that
     meets a run as it fails leaves it ``failed``.
     """
 
-    FINAL = ("done", "stopped", "failed")
+    FINAL = ("done", "stopped", "early-stopped", "failed")
     """The statuses of a run that has ended."""
 
     def __init__(self, run: _Run, n_epochs: int | None, torch_threads: int | None = 1):
@@ -850,7 +962,6 @@ class RunHandle:
         self.traceback: str | None = None
         self._status = "starting"
         self._lock = threading.Lock()
-        self._stop_requested = False
         self._built = threading.Event()  # the trainer exists, or the thread ended without one
         self._done = threading.Event()
         # the thread runs in a copy of the caller's context: Jupyter kernels keep the cell a print belongs to in a
@@ -874,13 +985,11 @@ class RunHandle:
             with self._lock:
                 self._target_epochs = trainer.epoch + (self.n_epochs if self.n_epochs is not None
                                                        else trainer.config.n_epochs)
-                if self._stop_requested:
-                    trainer.request_stop()  # asked for while the run was being built: honoured before any update
-                elif self._status == "starting":
+                if self._status == "starting":
                     self._status = "running"
                 self._built.set()
-            self._run.train(self.n_epochs)
-            final = "stopped" if trainer.stop_reason == "stopped" else "done"
+            self._run.train(self.n_epochs, mode="in-kernel")
+            final = final_status(trainer.stop_reason)[0]
         except BaseException as err:  # noqa: BLE001 - the kernel must survive anything the run raises
             failure = err
         finally:
@@ -953,16 +1062,33 @@ class RunHandle:
 
     # ---- control -------------------------------------------------------------------------------------------
     def pause(self) -> None:
-        """Pause between updates."""
-        trainer = self._wait_for_trainer()
-        if trainer is not None:
-            trainer.pause()
+        """Pause between updates (recorded in the run's summary: other processes see it ``paused``)."""
+        if self._wait_for_trainer() is not None:
+            with contextlib.suppress(RunControlError):
+                self._run.request("pause")
 
     def resume(self) -> None:
         """Continue after pause."""
+        if self._wait_for_trainer() is not None:
+            with contextlib.suppress(RunControlError):
+                self._run.request("resume")
+
+    def checkpoint(self, timeout: float | None = 60.0) -> Path | None:
+        """Write a checkpoint of the current weights now (at the next boundary between updates) and return its path;
+        the run goes on."""
         trainer = self._wait_for_trainer()
-        if trainer is not None:
-            trainer.resume()
+        if trainer is None:
+            return None
+        try:
+            done = self._run.request("checkpoint")
+        except RunControlError:
+            return self.latest_checkpoint
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (fields := done()) is None and not self._done.is_set():
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+        return Path(fields["checkpoint"]) if fields and fields.get("checkpoint") else self.latest_checkpoint
 
     def stop(self, timeout: float | None = 60.0) -> Path | None:
         """Stop after the current update (a run still being built stops before its first update); a checkpoint is
@@ -970,11 +1096,9 @@ class RunHandle:
         with self._lock:
             if self._status in self.FINAL:
                 return self.latest_checkpoint
-            self._stop_requested = True  # the training thread passes it on where the trainer is still being built
             self._status = "stopping"
-            trainer = self._run._trainer
-        if trainer is not None:
-            trainer.request_stop()
+        with contextlib.suppress(RunControlError):  # ended meanwhile: its final status stands
+            self._run.request("stop")  # a run still being built stops before its first update
         self._done.wait(timeout)
         return self.latest_checkpoint
 

@@ -6,10 +6,13 @@ import errno
 import json
 import os
 import platform
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from maze_lab.core.utils.atomic import write_atomic
 
 MARKER = "maze_lab_run.json"
 """The run summary; its presence marks a directory as a maze-lab run."""
@@ -235,23 +238,22 @@ class RunDirectory:
         return any((self.path / name).exists() for name in RUN_OUTPUTS)
 
     def write_summary(self, **updates: Any) -> dict[str, Any]:
-        """Merge ``updates`` into the summary and write it atomically."""
-        summary = self.read_summary() if self.summary_file.exists() else {}
-        summary.update(updates)
-        summary["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-        text = json.dumps(summary, indent=2, default=_json_default)
-        tmp = self.summary_file.with_suffix(".json.tmp")
-        try:
-            tmp.write_text(text)
-            os.replace(tmp, self.summary_file)
-        except OSError as err:
-            tmp.unlink(missing_ok=True)  # no stray temporary file is left behind
-            if err.errno != errno.ENOSPC or not self.summary_file.exists():
-                raise
-            # disk full: the status of the run must still be recorded, so the summary is rewritten in place,
-            # within the space its file already holds
-            _overwrite_in_place(self.summary_file, summary)
-        return summary
+        """Merge ``updates`` into the summary and write it atomically (threads of one process that write the same
+        summary take turns, so that no update is lost)."""
+        with _summary_lock(self.summary_file):
+            summary = self.read_summary() if self.summary_file.exists() else {}
+            summary.update(updates)
+            summary["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+            text = json.dumps(summary, indent=2, default=_json_default)
+            try:
+                write_atomic(self.summary_file, text.encode())  # no temporary file outlives the write
+            except OSError as err:
+                if err.errno != errno.ENOSPC or not self.summary_file.exists():
+                    raise
+                # disk full: the status of the run must still be recorded, so the summary is rewritten in place,
+                # within the space its file already holds
+                _overwrite_in_place(self.summary_file, summary)
+            return summary
 
     @classmethod
     def open(cls, path: str | Path) -> RunDirectory:
@@ -266,6 +268,16 @@ class RunDirectory:
                 f"{p} is not a maze-lab run directory: it has no {MARKER} (found: {found}); run directories are "
                 f"created by RunContext, `maze-lab train` or `maze-lab run`")
         return cls(p)
+
+
+_summary_locks: dict[str, threading.Lock] = {}
+_summary_locks_guard = threading.Lock()
+
+
+def _summary_lock(path: Path) -> threading.Lock:
+    key = os.path.abspath(path)
+    with _summary_locks_guard:
+        return _summary_locks.setdefault(key, threading.Lock())
 
 
 def _overwrite_in_place(path: Path, summary: dict[str, Any]) -> None:

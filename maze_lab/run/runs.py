@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from maze_lab.core.utils.factory import TrustPolicy
 from maze_lab.run.run_dir import MARKER, DamagedRunError, RunDirectory
+from maze_lab.run.run_status import resolve_status
 
 
 def list_runs(base_dir: str | Path | None = None, group: str | None = None) -> Any:
@@ -18,7 +19,9 @@ def list_runs(base_dir: str | Path | None = None, group: str | None = None) -> A
     made together (a notebook batch, a sweep, an Optuna study: see :func:`run_group`).
 
     A run directory whose files cannot be read (an empty or invalid summary, an invalid ``config.yaml``, truncated
-    statistics) is listed with status ``damaged`` and the ``reason``; the others list as usual.
+    statistics) is listed with status ``damaged`` and the ``reason``; the others list as usual. ``live`` says whether
+    a process trains the run now; a run whose summary says it trains but whose process is gone is ``died``, with
+    ``last_seen`` (its last heartbeat) and the reason (see :mod:`maze_lab.run.run_status`).
 
     :param base_dir: default: the default location of runs (``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``;
         see ``maze_lab.run.run_dir.default_outputs_dir``), where the CLI and notebooks put them.
@@ -36,8 +39,8 @@ def list_runs(base_dir: str | Path | None = None, group: str | None = None) -> A
     return df.sort_values("created", ascending=False).reset_index(drop=True) if not df.empty else df
 
 
-_COLUMNS = ["run_dir", "experiment", "group", "status", "created", "seed", "algorithm", "env", "epoch", "env_steps",
-            "best_eval_reward", "last_eval_reward", "final_train_reward", "reason"]
+_COLUMNS = ["run_dir", "experiment", "group", "status", "live", "created", "seed", "algorithm", "env", "epoch",
+            "env_steps", "best_eval_reward", "last_eval_reward", "final_train_reward", "reason", "last_seen"]
 
 _SUMMARY_FIELDS = ("experiment", "status", "created", "seed", "epoch", "env_steps", "best_eval_reward",
                    "last_eval_reward", "final_train_reward")
@@ -62,6 +65,8 @@ def _row(run: RunDirectory) -> dict[str, Any]:
     try:
         summary = run.read_summary()
         row.update({k: summary.get(k) for k in _SUMMARY_FIELDS})
+        state = resolve_status(run.path, summary)  # a live status whose process is gone reads `died`
+        row.update(status=state["status"], reason=state["reason"], live=state["live"], last_seen=state["last_seen"])
         row["group"] = run_group(summary)
         if row["created"] is not None:
             row["created"] = str(row["created"])  # sortable, whatever the file holds

@@ -204,7 +204,7 @@ class Trainer(TrainingControl, ABC):
             for _ in self._epoch_updates():
                 # between two updates: the only place a pause holds and a stop ends the run
                 give_way()  # a background run in a kernel makes room for a running cell
-                self._running.wait()
+                self._between_updates()  # a requested checkpoint is written here; a pause holds here
                 if self._stop.is_set():
                     self.save_checkpoint()
                     return "stopped"

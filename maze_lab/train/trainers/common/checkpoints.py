@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from maze_lab.core.utils.atomic import write_atomic
 from maze_lab.run.kernel_yield import give_way
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 
@@ -25,18 +26,13 @@ class CheckpointWriteError(OSError):
 
 
 def _atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
     try:
         # serialized in memory first: a full disk then fails in our write with ENOSPC ("No space left on device")
         # instead of deep in torch's zip writer with a message that does not say why
         buffer = io.BytesIO()
         torch.save(obj, buffer)
-        with tmp.open("wb") as fh:
-            fh.write(buffer.getbuffer())
-        tmp.replace(path)  # a crash never leaves a half-written checkpoint
+        write_atomic(path, buffer.getbuffer())  # a crash never leaves a half-written checkpoint, nor a stray .tmp
     except (OSError, RuntimeError) as err:
-        if tmp.is_file():
-            tmp.unlink()
         raise CheckpointWriteError(f"could not write the checkpoint {path}: {err}; the previous checkpoint at "
                                    f"that path (if any) is unchanged") from err
 

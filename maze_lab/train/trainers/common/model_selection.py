@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import io
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from maze_lab.core.utils.atomic import write_atomic
 
 
 class BestModelSelection:
@@ -36,9 +39,9 @@ class BestModelSelection:
             self.best_state = copy.deepcopy(self.model.state_dict())
             if self.dump_file is not None:
                 self.dump_file.parent.mkdir(parents=True, exist_ok=True)
-                tmp = self.dump_file.with_suffix(self.dump_file.suffix + ".tmp")
-                torch.save(self.best_state, tmp)
-                tmp.replace(self.dump_file)
+                buffer = io.BytesIO()
+                torch.save(self.best_state, buffer)
+                write_atomic(self.dump_file, buffer.getbuffer())
         return True
 
     def epochs_without_improvement(self, epoch: int) -> int:
