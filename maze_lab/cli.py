@@ -12,13 +12,16 @@ composed and checked before torch or matplotlib are imported, so that bad input 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +122,11 @@ def _train(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT if isinstance(err, (ValueError, *_bad_input_types())) else 1
         print(f"maze-lab train: run directory {rc.run_dir}", flush=True)
         try:
-            rc.train()
+            with _interrupt_once():
+                rc.train()
         except KeyboardInterrupt:
-            print(f"\nmaze-lab train: interrupted; run directory: {rc.run_dir}", file=sys.stderr)
+            print(f"\nmaze-lab train: interrupted; run directory: {rc.run_dir} (status interrupted, the checkpoint "
+                  f"of the last finished epoch kept)", file=sys.stderr)
             return 130
     finally:
         rc.close()
@@ -131,6 +136,26 @@ def _train(args: argparse.Namespace) -> int:
     print(_rewards_line(summary))
     print(f"run directory: {rc.run_dir}")
     return 0
+
+
+@contextlib.contextmanager
+def _interrupt_once() -> Iterator[None]:
+    """In this command's own process: the first Ctrl-C or SIGTERM interrupts the run; further ones are ignored until
+    the run has recorded how it ended (a second Ctrl-C used to cut that short and leave the run `running`)."""
+    def interrupt(_signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = signal.signal(signal.SIGINT, interrupt), signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, saved[0])
+        signal.signal(signal.SIGTERM, saved[1])
 
 
 def _made_run_dir(rc: Any) -> Path | str:

@@ -64,10 +64,21 @@ def test_a_missing_checkpoint_stays_a_file_not_found_error(tmp_path: Path) -> No
         read_checkpoint(tmp_path / "nope.pt")
 
 
-def test_a_failed_write_names_the_path_and_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
+def test_a_failed_write_names_the_path_and_keeps_the_previous_checkpoint(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    from maze_lab.core.utils import atomic
+
     write_checkpoints({"model": {"w": torch.ones(3)}}, tmp_path, BestModelSelection())
-    # a directory where the temporary file would go makes the write fail on any machine, root or not
-    (tmp_path / "state_dict_last.pt.tmp").mkdir()
-    with pytest.raises(CheckpointWriteError, match=r"could not write the checkpoint .*state_dict_last.pt"):
+
+    def disk_full(fd: int, data: bytes) -> None:  # what a full disk does halfway through the file
+        os.write(fd, bytes(data[:100]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic, "_write_all", disk_full)
+    with pytest.raises(CheckpointWriteError, match=r"could not write the checkpoint .*state_dict_last.pt.*No space"):
         write_checkpoints({"model": {"w": torch.zeros(3)}}, tmp_path, BestModelSelection())
     assert read_checkpoint(tmp_path / "state_dict_last.pt")["model"]["w"].tolist() == [1.0, 1.0, 1.0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state_dict_last.pt"]  # no temporary file left
