@@ -25,6 +25,7 @@ from typing import Any
 
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.run.run_dir import MARKER, DamagedRunError, RunDirectory, default_outputs_dir
+from maze_lab.run.run_status import ENDED
 
 BACKENDS = ("local", "ray")
 """Where the executions of a batch run: local worker processes or Ray tasks."""
@@ -194,7 +195,7 @@ def _lost(job: tuple, error: str) -> dict[str, Any]:
     if run_dir is not None:
         run = RunDirectory(run_dir)
         with contextlib.suppress(OSError, DamagedRunError):
-            if run.read_summary().get("status") not in ("done", "stopped", "failed"):
+            if run.read_summary().get("status") not in ENDED:
                 run.write_summary(status="failed", error=error, finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     return {"run_dir": None if run_dir is None else str(run_dir), "executed": None, "error": error}
 
@@ -303,7 +304,7 @@ def run_batch_command(args: Any) -> int:
         print("\nmaze-lab run: interrupted; the executions so far are marked in their run directories "
               "(maze-lab runs)", file=sys.stderr)
         return 130
-    failed = table[~table.status.isin(["done", "stopped"])]
+    failed = table[~table.status.isin(["done", "stopped", "early-stopped"])]
     columns = [*swept, "status", "epoch", "env_steps", "best_eval_reward", "last_eval_reward", "final_train_reward",
                "run_dir"]
     print(f"maze-lab run: batch {table.attrs['batch_id']} ended in {time.monotonic() - started:.0f} s")

@@ -191,6 +191,7 @@ def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_
     directory, which is then marked ``failed`` with the reason.
     """
     from maze_lab.run.run_dir import RunDirectory, new_run_dir
+    from maze_lab.run.run_status import ENDED
 
     # Ray first: an address that cannot be joined leaves no empty run directories behind
     ensure_ray(address, num_cpus=max(n_jobs, os.cpu_count() or 1) if address is None else None)
@@ -207,7 +208,7 @@ def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_
             run = RunDirectory(path)
             with contextlib.suppress(OSError, ValueError):  # a damaged summary is rewritten below as well
                 status = run.read_summary().get("status") if run.summary_file.exists() else None
-                if status not in ("done", "stopped", "failed"):
+                if status not in ENDED:
                     run.write_summary(status="failed", error=str(result),
                                       finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
             out.append((path, result))

@@ -142,7 +142,9 @@ class RunContext:
 
     @property
     def run_dir(self) -> Path:
-        """The run directory (created on first use)."""
+        """The run directory (created on first use; that of the latest detached run where one was started)."""
+        if self._run is None and self.detached_runs:
+            return self.detached_runs[-1]
         return self._single().run_directory.path
 
     @property
