@@ -19,7 +19,6 @@ from omegaconf import DictConfig, OmegaConf
 from maze_lab.core.utils.factory import ConfigurationError, Factory, TrustPolicy, config_names
 from maze_lab.run.config import GROUPS, build_algorithm_config, compose_config, training_plan, validate_config
 from maze_lab.run.kernel_yield import background_run, hook_kernel_cells
-from maze_lab.run.run_status import RunControlError, RunOwner
 from maze_lab.run.run_dir import (
     MARKER,
     RUN_OUTPUTS,
@@ -29,6 +28,7 @@ from maze_lab.run.run_dir import (
     new_run_dir,
     versions,
 )
+from maze_lab.run.run_status import RunControlError, RunOwner
 
 FROM_CONFIG: Literal["config"] = "config"
 """Default of ``torch_threads`` arguments: the run config's ``torch_threads`` (1 unless overridden)."""

@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from maze_lab.core.utils.atomic import write_atomic
+
 STATS_FILE = "stats.arrows"
 """The statistics of a run, one Arrow IPC record batch per epoch (``pyarrow.ipc.open_stream`` reads it)."""
 
@@ -360,14 +362,8 @@ def write_stats_file(directory: str | Path, epochs: Sequence[tuple[Sequence[Row]
     """Write ``stats.arrows`` with the given epochs at once, atomically (a temporary file, then a rename)."""
     path = Path(directory) / STATS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{STATS_FILE}.tmp")
-    try:
-        with tmp.open("wb") as fh:
-            fh.write(stream_header())
-            for rows, samples in epochs:
-                fh.write(encode_epoch(rows, samples))
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # no stray temporary file, the previous stats.arrows (if any) is unchanged
-        raise
+    data = bytearray(stream_header())
+    for rows, samples in epochs:
+        data += encode_epoch(rows, samples)
+    write_atomic(path, data)  # the previous stats.arrows (if any) is unchanged until the new one is complete
     return path

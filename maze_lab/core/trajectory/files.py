@@ -24,7 +24,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import time
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -44,6 +43,7 @@ from maze_lab.core.trajectory.serialization import (
     checked_array_dtype,
     checked_shape,
 )
+from maze_lab.core.utils.atomic import write_atomic
 
 FORMAT = "maze-lab-trajectory"
 FORMAT_VERSION = 1
@@ -111,8 +111,8 @@ class EpisodeData:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.episode_id}{SUFFIX}"
-        tmp = directory / f".{self.episode_id}.tmp"
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        buffer = io.BytesIO()  # built in memory: a process killed while writing leaves no half file behind
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
             zf.writestr(HEADER, json.dumps(self.header))
             zf.writestr(STEPS, "".join(json.dumps(s, separators=(",", ":")) + "\n" for s in self.steps))
             for name, arr in self.arrays.items():
@@ -123,7 +123,7 @@ class EpisodeData:
             for name, png in self.frames.items():  # PNG is compressed already: stored as is
                 zf.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), png,
                             compress_type=zipfile.ZIP_STORED)
-        os.replace(tmp, path)
+        write_atomic(path, buffer.getbuffer())
         return path
 
     @classmethod
