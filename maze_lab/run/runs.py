@@ -137,8 +137,15 @@ class LoadedRun:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """Status, seed, versions, metrics."""
-        return self.directory.read_summary()
+        """Status, seed, versions, metrics; the status as a reader must show it (``died`` where the process that
+        trained the run is gone: see :func:`maze_lab.run.run_status.resolve_status`), with ``live``."""
+        summary = self.directory.read_summary()
+        return {**summary, **resolve_status(self.path, summary)}
+
+    @property
+    def status(self) -> str | None:
+        """``running``, ``paused``, ``done``, ``stopped``, ``early-stopped``, ``failed``, ``interrupted``, ``died``..."""
+        return self.summary.get("status")
 
     @property
     def config(self) -> Any:
