@@ -87,8 +87,8 @@ if [[ $dev -eq 1 ]]; then
 fi
 pip_q -c constraints.txt -e ".[${extras}]"
 
-# --- the project's own Jupyter kernel, inside the environment (never the user's kernels) ---
-# (ipykernel's kernel with its shell messages handled on the main thread: maze_lab/run/kernel_app.py says why)
-"$VPY" -m maze_lab.run.kernel_app install --sys-prefix --name maze-lab --display-name "maze-lab (Python $("$VPY" -c 'import sys; print(sys.version.split()[0])'))" >/dev/null
+# --- the project's Jupyter kernel spec, inside the environment (never the user's kernels) ---
+# (ipykernel's own kernel, under the name "maze-lab" that the notebooks ask for)
+"$VPY" -m ipykernel install --sys-prefix --name maze-lab --display-name "maze-lab (Python $("$VPY" -c 'import sys; print(sys.version.split()[0])'))" >/dev/null
 
 echo "setup: done. Commands run from $VENV/bin (e.g. $VENV/bin/maze-lab --help), or 'source $VENV/bin/activate' first."

@@ -167,13 +167,13 @@ def test_awaiting_a_run_keeps_the_event_loop_and_widgets_working(kernel: Kernel)
 
 def test_a_background_run_gives_way_to_a_computing_cell_not_to_a_waiting_one(kernel: Kernel) -> None:
     """While a cell computes, the background run pauses at its step boundaries so that the cell has the interpreter
-    (maze_lab.run.kernel_yield); a cell that only waits (on an event) finds the pauses unused and the run
-    backs off; a blocking run in a cell never pauses."""
-    kernel.ok("from maze_lab.run import kernel_yield\n"
+    (maze_lab.core.utils.yielding, told of the cells by IPython's cell events); a cell that only waits (on an event)
+    finds the pauses unused and the run backs off; a blocking run in a cell never pauses."""
+    kernel.ok("from maze_lab.core.utils import yielding\n"
               "rc_y = RunContext(overrides=TINY, silent=True)\nh_y = rc_y.train_async(2000)")
     kernel.wait_for("h_y.progress.get('updates', 0) >= 2")
     # a pure-Python cell, busy until the run has made 5 pauses that the cell used (or 60 s; the assert says so)
-    kernel.ok("import time as _t\n_c = kernel_yield.counts\n_used0, _t0 = _c['pauses'] - _c['unused'], _t.monotonic()\n"
+    kernel.ok("import time as _t\n_c = yielding.counts\n_used0, _t0 = _c['pauses'] - _c['unused'], _t.monotonic()\n"
               "while _c['pauses'] - _c['unused'] < _used0 + 5 and _t.monotonic() - _t0 < 60:\n"
               "    sum(i * i for i in range(2000))\n"
               "_busy_used = _c['pauses'] - _c['unused'] - _used0")
@@ -184,90 +184,21 @@ def test_a_background_run_gives_way_to_a_computing_cell_not_to_a_waiting_one(ker
     waited = kernel.value("_w")
     # (the cell's own first and last statements may use a pause or two)
     assert waited["unused"] >= waited["pauses"] - 2, waited
-    assert waited["pauses"] <= waited["seconds"] / kernel.value("kernel_yield.IDLE_BACKOFF_S") + 3, waited
+    assert waited["pauses"] <= waited["seconds"] / kernel.value("yielding.IDLE_BACKOFF_S") + 3, waited
+    # trivial cells end the run's pauses early (``cut_short``): a short cell costs the run what it computes, not a
+    # whole pause (a cell whose few milliseconds fall where the run has no step boundary, e.g. while it writes a
+    # checkpoint, makes it no pause at all: several cells, on a loaded machine more)
+    kernel.ok("_cut0 = yielding.counts['cut_short']")
+    for _ in range(200):
+        kernel.ok("1 + 1")
+        if kernel.value("yielding.counts['cut_short'] - _cut0") > 0:
+            break
+    assert kernel.value("yielding.counts['cut_short'] - _cut0") > 0
     kernel.ok("h_y.stop(); h_y.wait(timeout=120)")
     # a blocking run trains in the cell itself: no pauses
-    kernel.ok("_n = kernel_yield.counts['pauses']\n"
+    kernel.ok("_n = yielding.counts['pauses']\n"
               "RunContext(overrides=TINY, silent=True).train(1)")
-    assert kernel.value("kernel_yield.counts['pauses'] - _n") == 0
-
-
-def test_a_background_run_gives_way_to_a_widget_message_and_not_only_to_cells(kernel: Kernel) -> None:
-    """The run gives way while the kernel handles any shell message, not only a cell: a button's click handler (a
-    comm message sent while no cell runs) that computes gets the interpreter through the run's pauses; trivial cells
-    end the run's pauses early (``cut_short``), so a short cell does not cost the run a whole pause."""
-    kernel.ok("from maze_lab.run import kernel_yield\nimport ipywidgets, time as _t\n"
-              "rc_w = RunContext(overrides=TINY, silent=True)\nh_w = rc_w.train_async(0)\nclicked = {}\n"
-              "def busy_click(_):\n"
-              "    c = kernel_yield.counts\n"
-              "    used0, t0 = c['pauses'] - c['unused'], _t.monotonic()\n"
-              "    while c['pauses'] - c['unused'] < used0 + 5 and _t.monotonic() - t0 < 60:\n"
-              "        sum(i * i for i in range(2000))\n"
-              "    clicked['used'] = c['pauses'] - c['unused'] - used0\n"
-              "busy_button = ipywidgets.Button(description='busy')\nbusy_button.on_click(busy_click)")
-    comm_id = kernel.value("busy_button.model_id")
-    # the kernel's shell messages are followed from their arrival and through their handler
-    assert kernel.value("get_ipython().kernel.shell_stream._recv_callback.__qualname__") == \
-        "_follow_arrivals.<locals>.on_recv"
-    assert kernel.value("get_ipython().kernel.dispatch_shell.__qualname__") == \
-        "_follow_dispatch.<locals>.dispatch_shell"
-    try:
-        kernel.wait_for("h_w.progress.get('updates', 0) >= 2")
-        kernel.kc.shell_channel.send(kernel.kc.session.msg(
-            "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}))
-        assert kernel.wait_for("clicked.get('used')", timeout=180) >= 5
-        # trivial cells until one has cut a pause short (a cell whose few milliseconds fall where the run has no
-        # step boundary, e.g. while it writes a checkpoint, makes it no pause at all: several cells, on a loaded
-        # machine more)
-        kernel.ok("_cut0 = kernel_yield.counts['cut_short']")
-        for _ in range(200):
-            kernel.ok("1 + 1")
-            if kernel.value("kernel_yield.counts['cut_short'] - _cut0") > 0:
-                break
-        assert kernel.value("kernel_yield.counts['cut_short'] - _cut0") > 0
-    finally:
-        kernel.ok("h_w.stop(); h_w.wait(timeout=120)")
-
-
-def test_an_empty_flush_does_not_wait_for_the_io_thread_and_output_still_arrives(kernel: Kernel) -> None:
-    """ipykernel flushes stdout and stderr up to seven times per cell and each flush hands over to its I/O thread and
-    waits, written or not: in a kernel that maze-lab follows, a flush with nothing buffered returns at once (no
-    hand-over), while what a cell or another thread prints arrives as before, ahead of the cell's idle status."""
-    kernel.ok("import sys, threading\nfrom maze_lab.run import kernel_yield\nkernel_yield.hook_kernel_cells()\n"
-              "_pub = sys.stdout.pub_thread\n_handed = []\n_schedule = _pub.schedule\n"
-              "_pub.schedule = lambda f: (_handed.append(f), _schedule(f))[1]")
-    try:
-        kernel.ok("_h0 = len(_handed)\nfor _s in (sys.stdout, sys.stderr, sys.stdout):\n    _s.flush()\n"
-                  "_empty_handovers = len(_handed) - _h0")
-        assert kernel.value("_empty_handovers") == 0
-        cell = kernel.ok("print('written', end=' ')\n_h1 = len(_handed)\nsys.stdout.flush()\n"
-                         "_full_handovers = len(_handed) - _h1\n"
-                         "_t = threading.Thread(target=print, args=('from a thread',))\n_t.start(); _t.join()\n"
-                         "sys.stderr.write('to stderr')")
-        assert kernel.value("_full_handovers") >= 1  # what was written is flushed through the I/O thread
-        assert cell.stdout == "written from a thread\n" and cell.stderr == "to stderr"
-    finally:
-        kernel.ok("_pub.schedule = _schedule")
-
-
-def test_while_a_run_trains_history_is_written_in_batches_and_all_of_it_when_the_run_ends(kernel: Kernel) -> None:
-    """While a background run trains, IPython writes its input history every HISTORY_CACHE cells instead of after
-    each (each write wakes its history thread, which takes the interpreter from the run); the session's history
-    stays complete in memory, and when the run ends the setting is back and every cell is in the database."""
-    kernel.ok("from maze_lab.run import kernel_yield\n_hm = get_ipython().history_manager\n_size0 = _hm.db_cache_size\n"
-              "rc_h = RunContext(overrides=TINY, silent=True)\nh_h = rc_h.train_async(0)")
-    try:
-        kernel.wait_for("h_h.progress.get('updates', 0) >= 1")
-        assert kernel.value("_hm.db_cache_size") == kernel.value("kernel_yield.HISTORY_CACHE") > kernel.value("_size0")
-        kernel.ok("_during_training_marker = 1")
-        session = kernel.value("_hm.session_number")
-        in_memory = kernel.value("[src for _, _, src in _hm.get_range(raw=True)]")
-        assert "_during_training_marker = 1" in in_memory
-    finally:
-        kernel.ok("h_h.stop(); h_h.wait(timeout=120)")
-    assert kernel.value("_hm.db_cache_size") == kernel.value("_size0")
-    kernel.wait_for(f"'_during_training_marker = 1' in [r[0] for r in _hm.db.execute("
-                    f"'SELECT source_raw FROM history WHERE session = ?', ({session},))]", timeout=60)
+    assert kernel.value("yielding.counts['pauses'] - _n") == 0
 
 
 def _background_thread_in_give_way() -> Any:
@@ -276,11 +207,11 @@ def _background_thread_in_give_way() -> Any:
     import sys
     import threading
 
-    from maze_lab.run import kernel_yield
+    from maze_lab.core.utils import yielding
 
     def body() -> None:
-        with kernel_yield.background_run():
-            kernel_yield.give_way()
+        with yielding.background_run():
+            yielding.give_way()
 
     thread = threading.Thread(target=body, daemon=True)
     thread.start()
@@ -300,87 +231,63 @@ def _background_thread_in_give_way() -> Any:
     return thread
 
 
-def test_a_pause_ends_as_soon_as_the_kernel_has_handled_its_message(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pausing background run goes on when the kernel's message is done, not after the longest pause (here
-    10 minutes): a short cell costs the run only what the cell computes."""
+def test_a_pause_ends_as_soon_as_the_cell_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pausing background run goes on when the cell ends, not after the longest pause (here 10 minutes): a short
+    cell costs the run only what the cell computes."""
+    from maze_lab.core.utils import yielding
 
-    from maze_lab.run import kernel_yield
+    monkeypatch.setattr(yielding, "PAUSE_S", 600.0)
+    cut0 = yielding.counts["cut_short"]
 
-    monkeypatch.setattr(kernel_yield, "PAUSE_S", 600.0)
-    cut0 = kernel_yield.counts["cut_short"]
-
-    kernel_yield._enter()  # what the kernel does when a shell message arrives
+    yielding.cell_started()  # what the run layer says when the kernel starts a cell
     try:
         thread = _background_thread_in_give_way()
     finally:
-        kernel_yield._leave()  # the kernel has handled its message
+        yielding.cell_finished()  # the cell has ended
     thread.join(timeout=60)
-    assert not thread.is_alive(), "the run still waits out its pause after the kernel's message was handled"
-    assert kernel_yield.counts["cut_short"] == cut0 + 1
+    assert not thread.is_alive(), "the run still waits out its pause after the cell ended"
+    assert yielding.counts["cut_short"] == cut0 + 1
 
 
-def test_a_short_message_gets_one_unbroken_pause_and_a_long_one_shares_the_interpreter(
+def test_a_short_cell_gets_one_unbroken_pause_and_a_long_one_shares_the_interpreter(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Within GRACE_S of the kernel starting a message the run's pause lasts until the message is handled (here the
-    longest pause is 1 ms and the grace 10 minutes: one pause, ended by the message); past the grace a pause lasts
-    at most PAUSE_S while the message goes on (a long cell shares the interpreter with the run)."""
+    """Within GRACE_S of a cell's start the run's pause lasts until the cell ends (here the longest pause is 1 ms and
+    the grace 10 minutes: one pause, ended by the cell); past the grace a pause lasts at most PAUSE_S while the cell
+    goes on (a long cell shares the interpreter with the run)."""
     import threading
 
-    from maze_lab.run import kernel_yield
+    from maze_lab.core.utils import yielding
 
-    monkeypatch.setattr(kernel_yield, "PAUSE_S", 0.001)
-    monkeypatch.setattr(kernel_yield, "GRACE_S", 600.0)
-    pauses0, cut0 = kernel_yield.counts["pauses"], kernel_yield.counts["cut_short"]
-    kernel_yield._enter()
+    monkeypatch.setattr(yielding, "PAUSE_S", 0.001)
+    monkeypatch.setattr(yielding, "GRACE_S", 600.0)
+    pauses0, cut0 = yielding.counts["pauses"], yielding.counts["cut_short"]
+    yielding.cell_started()
     try:
         thread = _background_thread_in_give_way()
     finally:
-        kernel_yield._leave()
+        yielding.cell_finished()
     thread.join(timeout=60)
     assert not thread.is_alive()
-    assert (kernel_yield.counts["pauses"] - pauses0, kernel_yield.counts["cut_short"] - cut0) == (1, 1)
+    assert (yielding.counts["pauses"] - pauses0, yielding.counts["cut_short"] - cut0) == (1, 1)
 
-    monkeypatch.setattr(kernel_yield, "GRACE_S", 0.0)  # the message has gone on for longer than the grace
-    kernel_yield._enter()
+    monkeypatch.setattr(yielding, "GRACE_S", 0.0)  # the cell has gone on for longer than the grace
+    yielding.cell_started()
     try:
         def body() -> None:
-            with kernel_yield.background_run():
-                kernel_yield.give_way()
+            with yielding.background_run():
+                yielding.give_way()
 
         thread = threading.Thread(target=body, daemon=True)
         thread.start()
         thread.join(timeout=60)
-        assert not thread.is_alive(), "past the grace, a pause must end after PAUSE_S while the message goes on"
+        assert not thread.is_alive(), "past the grace, a pause must end after PAUSE_S while the cell goes on"
+        # a thread that is not a background run (a blocking run in the cell itself) never pauses
+        pauses = yielding.counts["pauses"]
+        yielding.give_way()
+        assert yielding.counts["pauses"] == pauses
     finally:
-        kernel_yield._leave()
-    assert kernel_yield.counts["cut_short"] - cut0 == 1
-
-
-def test_the_pause_lasts_until_the_kernels_io_thread_has_sent_the_idle_status() -> None:
-    """A handled message ends the pause only once the kernel's I/O thread has sent what the handler published (the
-    idle status the user waits for): the release is queued behind those sends, not done when the handler returns."""
-    import asyncio
-    import types
-
-    from maze_lab.run import kernel_yield
-
-    queued: list = []
-    seen: list[int] = []
-
-    async def dispatch_shell(msg: object) -> None:
-        seen.append(kernel_yield._busy)  # the kernel counts as busy while its handler runs
-        queued.append(lambda: None)  # what the handler publishes (the idle status) is queued first
-
-    kernel = types.SimpleNamespace(dispatch_shell=dispatch_shell,
-                                   iopub_thread=types.SimpleNamespace(schedule=queued.append))
-    assert kernel_yield._follow_dispatch(kernel)
-    busy0 = kernel_yield._busy
-    asyncio.run(kernel.dispatch_shell("a message"))
-    assert seen == [busy0 + 1]
-    assert kernel_yield._busy == busy0 + 1 and not kernel_yield._quiet.is_set()  # the sends are still queued
-    for send in queued:  # the I/O thread works through its queue in order
-        send()
-    assert kernel_yield._busy == busy0 and kernel_yield._quiet.is_set() == (busy0 == 0)
+        yielding.cell_finished()
+    assert yielding.counts["cut_short"] - cut0 == 1
 
 
 def test_the_end_of_an_epoch_gives_way_between_its_parts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -437,48 +344,92 @@ def test_an_update_gives_way_between_the_loss_its_gradients_and_the_optimizer_st
     assert len({line for name, line in where if name == "_step"}) == 2
 
 
-def test_a_run_waits_for_an_arrived_message_to_reach_its_handler(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Between a shell message's arrival and its handler, the kernel's threads pass it on: a background run that
-    reaches a step boundary then waits (without the lock) until the handler starts, instead of competing with them;
-    once the message is handled it goes on."""
-    import types
-
-    from maze_lab.run import kernel_yield
-
-    monkeypatch.setattr(kernel_yield, "ARRIVAL_S", 600.0)
-    received: list = []
-    stream = types.SimpleNamespace(_recv_callback=received.append)
-    assert kernel_yield._follow_arrivals(types.SimpleNamespace(shell_stream=stream))
-    arrivals0 = kernel_yield.counts["arrivals"]
-    stream._recv_callback("a message")  # what pyzmq calls in the receiving thread
-    assert received == ["a message"] and kernel_yield._arriving
-
-    thread = _background_thread_in_give_way()
-    kernel_yield._enter()  # the handler starts ...
-    kernel_yield._leave()  # ... and ends
-    thread.join(timeout=60)
-    assert not thread.is_alive()
-    assert kernel_yield.counts["arrivals"] == arrivals0 + 1 and not kernel_yield._arriving
-
-
 def test_outside_a_kernel_a_background_run_changes_nothing() -> None:
     """A script's background run: no cell events to follow, the switch interval stays, give_way never pauses."""
     import sys
     import threading
 
+    from maze_lab.core.utils import yielding
     from maze_lab.run import kernel_yield
 
-    before, pauses = sys.getswitchinterval(), kernel_yield.counts["pauses"]
+    before, pauses = sys.getswitchinterval(), yielding.counts["pauses"]
     seen = []
 
     def body() -> None:
         with kernel_yield.background_run():
             seen.append(sys.getswitchinterval())
             for _ in range(1000):
-                kernel_yield.give_way()
+                yielding.give_way()
 
     thread = threading.Thread(target=body)
     thread.start()
     thread.join()
     assert seen == [before] and sys.getswitchinterval() == before
-    assert kernel_yield.counts["pauses"] == pauses
+    assert yielding.counts["pauses"] == pauses
+    assert kernel_yield._shell is None  # nothing registered anywhere
+
+
+KERNEL_STATE = '''
+import sys as _sys
+
+def _kernel_state():
+    """What maze-lab must leave as it found it: ipykernel's kernel, pyzmq's stream, the output streams, IPython's
+    history and events, and the interpreter's switch interval."""
+    shell = get_ipython()
+    kernel = shell.kernel
+    state = {
+        "kernel class": type(kernel),
+        "dispatch_shell": getattr(kernel.dispatch_shell, "__func__", kernel.dispatch_shell),
+        "dispatch_shell set on the kernel": "dispatch_shell" in vars(kernel),
+        "shell_stream._recv_callback": getattr(getattr(kernel, "shell_stream", None), "_recv_callback", None),
+        "history db_cache_size": shell.history_manager.db_cache_size,
+        "switch interval": _sys.getswitchinterval(),
+        "events": {name: list(callbacks) for name, callbacks in shell.events.callbacks.items()},
+    }
+    for name in ("stdout", "stderr"):
+        stream = getattr(_sys, name)
+        state[f"{name}.flush"] = getattr(stream.flush, "__func__", stream.flush)
+        state[f"{name}.flush set on the stream"] = "flush" in vars(stream)
+        state[f"{name}.flush is its class's"] = getattr(stream.flush, "__func__", None) is type(stream).flush
+    return state
+
+def _changed(before, but=()):
+    now = _kernel_state()
+    return sorted(key for key in before if key not in but and now[key] != before[key])
+
+_before = _kernel_state()
+'''
+
+
+def test_a_background_run_leaves_the_kernel_exactly_as_it_found_it(tmp_path: Path) -> None:
+    """maze-lab lives in the user's kernel: a run training in the background changes none of ipykernel's, pyzmq's
+    or IPython's attributes (the kernel's message dispatch, the shell stream's callback, the output streams' flush,
+    the history's cache size) nor the interpreter's switch interval, while it trains and after it has stopped; the
+    IPython events it follows cells with are gone once the run has ended."""
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", **os.environ}
+    k = Kernel.start(cwd=tmp_path, env=env)
+    try:
+        k.ok(KERNEL_STATE)  # before maze-lab is imported
+        assert k.value("_before['stdout.flush is its class\\'s'] and _before['stderr.flush is its class\\'s']")
+        assert k.value("_before['kernel class'].__module__") == "ipykernel.ipkernel"
+        k.ok(f"from maze_lab.run.run_context import RunContext\n"
+             f"TINY = {{**{TINY!r}, 'log_base_dir': {str(tmp_path / 'outputs')!r}}}\n"
+             "h_a = RunContext(overrides=TINY, silent=True).train_async(0)")
+        k.wait_for("h_a.progress.get('updates', 0) >= 2")
+        for cell in ("print('a cell')", "sum(i * i for i in range(200_000))", "import sys; sys.stdout.flush()"):
+            k.ok(cell)
+            assert k.value("h_a.running")
+            assert k.value("_changed(_before, but=('events',))") == []
+        assert k.value("h_a.status") == "running"
+        k.ok("h_a.stop(timeout=None); h_a.wait(timeout=120)", timeout=300)
+        # the run's thread leaves its background mode right after it counts as ended
+        k.wait_for("not _changed(_before)", timeout=30)
+        for cell in ("print('after the run')", "1 + 1"):
+            k.ok(cell)
+            assert k.value("_changed(_before)") == []
+        assert k.value("[getattr(f, '__module__', '') for fs in get_ipython().events.callbacks.values() for f in fs "
+                       "if getattr(f, '__module__', '').startswith('maze_lab')]") == []
+        # the cell that stopped the run ended after the callbacks were gone: no cell counts as running
+        assert k.value("__import__('maze_lab.core.utils.yielding', fromlist=['_cells'])._cells") == 0
+    finally:
+        k.close()

@@ -32,7 +32,9 @@ def test_project_kernel_is_installed_inside_the_environment() -> None:
     spec = KernelSpecManager().get_kernel_spec("maze-lab")
     assert Path(spec.resource_dir).resolve().is_relative_to(Path(sys.prefix).resolve())
     assert Path(spec.argv[0]).resolve() == Path(sys.executable).resolve()
-    assert spec.argv[spec.argv.index("-m") + 1] == "maze_lab.run.kernel_app" and "{connection_file}" in spec.argv
+    # ipykernel's own kernel: maze-lab brings no kernel of its own
+    assert spec.argv[spec.argv.index("-m") + 1] == "ipykernel_launcher" and "{connection_file}" in spec.argv
+    assert not [arg for arg in spec.argv if "maze_lab" in arg], spec.argv
 
 
 def test_setup_refuses_an_unsupported_python_with_a_clear_message(tmp_path: Path) -> None:
@@ -89,7 +91,8 @@ def test_setup_on_a_stock_path_installs_into_its_own_environment(tmp_path: Path)
 
     kernel = json.loads((venv / "share" / "jupyter" / "kernels" / "maze-lab" / "kernel.json").read_text())
     assert Path(kernel["argv"][0]) == venv / "bin" / "python"
-    assert kernel["argv"][kernel["argv"].index("-m") + 1] == "maze_lab.run.kernel_app"
+    assert kernel["argv"][kernel["argv"].index("-m") + 1] == "ipykernel_launcher"
+    assert not [arg for arg in kernel["argv"] if "maze_lab" in arg], kernel["argv"]
     written = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
     assert not [p for p in written if "jupyter" in p or "site-packages" in p], written
 

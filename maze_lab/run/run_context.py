@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError, Factory, TrustPolicy, config_names
 from maze_lab.run.config import GROUPS, build_algorithm_config, compose_config, training_plan, validate_config
-from maze_lab.run.kernel_yield import background_run, hook_kernel_cells
+from maze_lab.run.kernel_yield import background_run
 from maze_lab.run.run_dir import (
     MARKER,
     RUN_OUTPUTS,
@@ -188,7 +188,10 @@ class RunContext:
 
         In a grid a run that fails does not stop the others: it is marked ``failed`` in its directory, listed in
         the table with that status and in :attr:`failures`; where every run failed, the first run's error is
-        raised.
+        raised. A grid interrupted (Ctrl-C; SIGTERM under ``maze-lab sweep``) starts no further run; the runs in
+        flight are stopped through their run directories (a checkpoint of their current weights), their workers
+        ended, and each is recorded ``interrupted``; then :class:`~maze_lab.run.ray_tasks.RunsInterrupted`, a
+        KeyboardInterrupt, is raised (see :func:`maze_lab.run.ray_tasks.interrupt_runs`).
 
         :param torch_threads: torch intra-op threads while training, put back afterwards; default the config's
             ``torch_threads`` (1), None keeps torch's default. As for ``train_async``: one thread is fastest for the
@@ -312,39 +315,55 @@ class RunContext:
         sweep_id = f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         summaries = [{"sweep_id": sweep_id, "sweep_index": i, "sweep_size": len(self.configs)}
                      for i in range(len(self.configs))]
+        group = f"sweep:{sweep_id}"
         if self.launcher == "ray":
             from maze_lab.run.ray_tasks import train_configs_as_ray_tasks
 
             for path, error in train_configs_as_ray_tasks([OmegaConf.to_container(c) for c in self.configs],
-                                                          n_epochs, self.n_jobs, self.ray_address, summaries):
+                                                          n_epochs, self.n_jobs, self.ray_address, summaries, group):
                 run_dirs.append(path)
                 if error is not None:
                     failures.append((path, error))
         elif self.n_jobs > 1:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor
+            from maze_lab.run.ray_tasks import JobLost, find_run, mark_lost, run_in_processes
 
-            with ProcessPoolExecutor(max_workers=self.n_jobs, mp_context=mp.get_context("spawn")) as pool:
-                futures = [pool.submit(train_config_in_worker, OmegaConf.to_container(c), n_epochs, None, summary)
-                           for c, summary in zip(self.configs, summaries, strict=True)]
-                for future in futures:
-                    path, error = future.result()
+            def run_dir_of(index: int) -> Path | None:
+                cfg = self.configs[index]
+                return find_run(Path(cfg.log_base_dir) / str(cfg.experiment), sweep_id=sweep_id, sweep_index=index)
+
+            results = run_in_processes(train_config_in_worker,
+                                       [(OmegaConf.to_container(c), n_epochs, None, summary)
+                                        for c, summary in zip(self.configs, summaries, strict=True)],
+                                       self.n_jobs, run_dir_of=run_dir_of, what="sweep", group=group)
+            for index, result in enumerate(results):
+                if isinstance(result, JobLost):  # its worker died: the run (where one was made) is marked failed
+                    path = run_dir_of(index)
+                    mark_lost(path, str(result))
+                    result = (path, result)
+                path, error = result
+                if path is not None:
                     run_dirs.append(Path(path))
-                    if error is not None:
-                        failures.append((Path(path), error))
+                if error is not None:
+                    failures.append((Path(path) if path is not None else None, error))
         else:
-            for cfg, summary in zip(self.configs, summaries, strict=True):
+            for index, (cfg, summary) in enumerate(zip(self.configs, summaries, strict=True)):
                 run = _Run(cfg, self._objects, None, self.silent, summary=summary)
                 self.runs.append(run)
                 try:
                     run.train(n_epochs)
                 except Exception as err:  # noqa: BLE001 - one failed run does not end the grid; its summary says why
                     failures.append((run.run_directory.path, err))
+                except KeyboardInterrupt as err:  # the run recorded `interrupted`; the grid ends here
+                    from maze_lab.run.ray_tasks import RunsInterrupted, interrupt_cause
+
+                    cause = interrupt_cause(err)
+                    raise RunsInterrupted(f"sweep interrupted ({cause})", [run.run_directory.path],
+                                          len(self.configs) - index - 1, cause, group) from err
                 finally:
                     run.close()
                 run_dirs.append(run.run_directory.path)
         self.failures = failures
-        if failures and len(failures) == len(run_dirs):
+        if failures and len(failures) == len(self.configs):
             raise failures[0][1]  # every run failed (a configuration error, typically): the first one's error
         table = compare_runs(run_dirs, params=self.grid_keys)
         for key in self.grid_keys:
@@ -969,13 +988,12 @@ class RunHandle:
         # the thread runs in a copy of the caller's context: Jupyter kernels keep the cell a print belongs to in a
         # context variable, so the run's output (a failure's traceback) shows under the cell that started it
         context = contextvars.copy_context()
-        hook_kernel_cells()  # in a kernel, the run makes room for the user's cells (maze_lab.run.kernel_yield)
         self._thread = threading.Thread(target=context.run, args=(self._main,),
                                         name=f"maze-lab run {run.run_directory.path.name}", daemon=True)
         self._thread.start()
 
     def _main(self) -> None:
-        with background_run():
+        with background_run():  # in a kernel, the run makes room for the user's cells (maze_lab.run.kernel_yield)
             self._main_body()
 
     def _main_body(self) -> None:

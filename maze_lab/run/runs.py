@@ -144,7 +144,7 @@ class LoadedRun:
 
     @property
     def status(self) -> str | None:
-        """``running``, ``paused``, ``done``, ``stopped``, ``early-stopped``, ``failed``, ``interrupted``, ``died``..."""
+        """The status a reader shows: ``running``, ``paused``, ``done``, ``stopped``, ``died``, ... (see summary)."""
         return self.summary.get("status")
 
     @property

@@ -24,8 +24,8 @@ from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, 
 from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
+from maze_lab.core.utils.yielding import give_way
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.run.kernel_yield import give_way
 
 EnvFactory = Callable[[], Any]
 

@@ -1,6 +1,6 @@
 """Background training in a Jupyter kernel: throughput against a blocking run, and how responsive the kernel stays.
 
-In one real Jupyter kernel (``--kernel``: the project's ``maze-lab`` by default, ``python3`` for ipykernel's own;
+In one real Jupyter kernel (``--kernel``: the project's ``maze-lab`` by default, or ``python3``: both ipykernel's;
 driven through jupyter_client, as JupyterLab drives it), the same PPO CartPole run is
 trained blocking (``rc.train()`` in a cell) and in the background (``rc.train_async()``), interleaved; env steps
 per second are env steps over the wall time of the run (trainer built beforehand, so building is not counted).
@@ -46,13 +46,6 @@ from jupyter_client import KernelManager
 ENDED_FILE = "background-run-ended"
 """The file (in the log directory) that the kernel leaves when a background run has ended."""
 
-EQUAL_SETTINGS = """from maze_lab.run import kernel_yield
-kernel_yield.hook_kernel_cells()
-get_ipython().history_manager.db_cache_size = kernel_yield.HISTORY_CACHE"""
-"""Kernel set-up for both benchmarks: idle and busy cells on equal settings, the kernel as a background run leaves it
-(maze-lab follows its messages, a flush with nothing written returns at once) and IPython's history written every
-HISTORY_CACHE cells, as during a run."""
-
 MARK_UPDATES = """
 MARKS = []
 def mark_updates(trainer):
@@ -73,7 +66,6 @@ from pathlib import Path
 import torch
 ENDED = Path({log_dir!r}) / {ended_file!r}
 from maze_lab.run.run_context import RunContext
-{equal_settings}
 if {torch_threads}:
     torch.set_num_threads({torch_threads})
 CONFIG = dict(runner={runner!r}, overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
@@ -261,8 +253,8 @@ def main() -> None:
     parser.add_argument("--runner", default="dev", help="runner config: dev (envs in the training thread), local "
                         "(envs in worker processes) or processes (rollouts in worker processes)")
     parser.add_argument("--kernel", default="maze-lab",
-                        help="Jupyter kernel: maze-lab (the project's, which notebooks use) or python3 (ipykernel's "
-                             "own, with its shell-channel thread)")
+                        help="Jupyter kernel: maze-lab (the project's spec of ipykernel's kernel, which notebooks use) "
+                             "or python3")
     parser.add_argument("--concurrency", type=int, default=0, help="runner.concurrency (0: the runner's default)")
     parser.add_argument("--n-workers", type=int, default=0,
                         help="runner=processes: runner.n_workers (0: the runner's default)")
@@ -277,7 +269,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as log_dir:
             ended = Path(log_dir) / ENDED_FILE
-            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, equal_settings=EQUAL_SETTINGS,
+            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE,
                                     mark_updates=MARK_UPDATES,
                                     epoch_length=args.epoch_length,
                                     torch_threads=args.torch_threads, async_threads=args.async_torch_threads or None,

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from background_overhead import ENDED_FILE, EQUAL_SETTINGS, MARK_UPDATES, Kernel, on_off  # noqa: E402
+from background_overhead import ENDED_FILE, MARK_UPDATES, Kernel, on_off  # noqa: E402
 
 SETUP = """
 import threading, time
@@ -46,7 +46,6 @@ ENDED = Path({log_dir!r}) / {ended_file!r}
 from IPython.display import display
 from maze_lab.run.run_context import RunContext
 from maze_lab.widgets.dashboard import TrainingDashboard
-{equal_settings}
 CONFIG = dict(runner={runner!r}, overrides={{"log_base_dir": {log_dir!r}, "algorithm.epoch_length": {epoch_length},
                           "algorithm.patience": 0, "seed": 1234}}, silent=True)
 
@@ -213,7 +212,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as log_dir:
             ended = Path(log_dir) / ENDED_FILE
-            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE, equal_settings=EQUAL_SETTINGS,
+            kernel.run(SETUP.format(log_dir=log_dir, ended_file=ENDED_FILE,
                                     mark_updates=MARK_UPDATES,
                                     epoch_length=args.epoch_length,
                                     runner=args.runner))

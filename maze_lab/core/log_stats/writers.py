@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats, StatKey
-from maze_lab.run.kernel_yield import give_way
+from maze_lab.core.utils.yielding import give_way
 
 if TYPE_CHECKING:
     from maze_lab.core.log_stats.stats_files import EpochAppender

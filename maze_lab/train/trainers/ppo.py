@@ -7,7 +7,7 @@ import math
 import torch
 
 from maze_lab.core.env.structured_env import StepKey
-from maze_lab.run.kernel_yield import give_way
+from maze_lab.core.utils.yielding import give_way
 from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer, KeyBatch
 from maze_lab.train.trainers.common.config import PPOAlgorithmConfig
 from maze_lab.train.trainers.common.events import ActorCriticEvents

@@ -18,8 +18,8 @@ import torch
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.utils.yielding import give_way
 from maze_lab.distributions.distribution_mapper import is_bounded_box
-from maze_lab.run.kernel_yield import give_way
 from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
 from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
 from maze_lab.train.trainers.common.divergence import DivergenceMonitor

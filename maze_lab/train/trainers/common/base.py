@@ -24,7 +24,7 @@ from maze_lab.core.events.event_record import EventRecord
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode
 from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter, epoch_commit
-from maze_lab.run.kernel_yield import give_way
+from maze_lab.core.utils.yielding import give_way
 from maze_lab.train.trainers.common.checkpoints import read_checkpoint, write_checkpoints
 from maze_lab.train.trainers.common.control import TrainingControl
 from maze_lab.train.trainers.common.model_selection import BestModelSelection

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from maze_lab.core.utils.atomic import write_atomic
-from maze_lab.run.kernel_yield import give_way
+from maze_lab.core.utils.yielding import give_way
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 
 

@@ -8,7 +8,7 @@ import torch
 
 from maze_lab.core.log_stats.aggregation import StatKey
 from maze_lab.core.log_stats.base_events import BaseEnvEvents
-from maze_lab.run.kernel_yield import give_way
+from maze_lab.core.utils.yielding import give_way
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import check_finite_observations
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from maze_lab.core.env.structured_env import StepKey
-from maze_lab.run.kernel_yield import give_way
+from maze_lab.core.utils.yielding import give_way
 
 
 @dataclass

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from maze_lab.core.log_stats.writers import LogStatsWriter
-from maze_lab.run.kernel_yield import give_way
+from maze_lab.core.utils.yielding import give_way
 from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import RolloutGenerator
