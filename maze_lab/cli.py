@@ -138,24 +138,60 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Caught:
+    """The signal that interrupted a command (None: none caught here, e.g. a plain KeyboardInterrupt)."""
+
+    signum: int | None = None
+
+    @property
+    def name(self) -> str:
+        return "Ctrl-C" if self.signum in (None, signal.SIGINT) else signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number, as a shell reports a process ended by it: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + int(self.signum or signal.SIGINT)
+
+
 @contextlib.contextmanager
-def _interrupt_once() -> Iterator[None]:
-    """In this command's own process: the first Ctrl-C or SIGTERM interrupts the run; further ones are ignored until
-    the run has recorded how it ended (a second Ctrl-C used to cut that short and leave the run `running`)."""
-    def interrupt(_signum: int, _frame: Any) -> None:
+def _interrupt_once() -> Iterator[_Caught]:
+    """In this command's own process: the first Ctrl-C or SIGTERM interrupts the run (a KeyboardInterrupt whose
+    argument names the signal); further ones are ignored until the run, batch, grid or study has recorded how it ended
+    (a second Ctrl-C used to cut that short and leave the run `running`). Yields what was caught."""
+    caught = _Caught()
+
+    def interrupt(signum: int, _frame: Any) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise KeyboardInterrupt
+        caught.signum = signum
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield caught
         return
     saved = signal.signal(signal.SIGINT, interrupt), signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield
+        yield caught
     finally:
         signal.signal(signal.SIGINT, saved[0])
         signal.signal(signal.SIGTERM, saved[1])
+
+
+def report_interrupted(command: str, err: KeyboardInterrupt, caught: _Caught, things: str, after: str = "") -> int:
+    """One line on stderr for a batch, grid or study that was interrupted (what was stopped, what never started, the
+    group to list); returns the exit code: 130 for Ctrl-C (SIGINT), 143 for SIGTERM."""
+    from maze_lab.run.run_dir import RunDirectory
+
+    interrupted = getattr(err, "interrupted", None)
+    text = f"maze-lab {command}: interrupted ({caught.name})"
+    if interrupted is not None:
+        kept = sum(RunDirectory(path).last_checkpoint.exists() for path in interrupted)
+        text += (f": {err.in_flight} {things} in flight stopped, {len(interrupted)} run(s) recorded interrupted "
+                 f"({kept} with a checkpoint), {err.not_started} not started")
+        if getattr(err, "group", None):
+            text += f"; maze-lab runs --group {err.group}"
+    print(("\n" if caught.name == "Ctrl-C" else "") + text + after, file=sys.stderr, flush=True)
+    return caught.exit_code
 
 
 def _made_run_dir(rc: Any) -> Path | str:
@@ -329,11 +365,11 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"maze-lab sweep: each run: {plans[0]}" if len(plans) == 1 else
           "maze-lab sweep: the runs differ: " + " | ".join(plans), flush=True)
     try:
-        table = rc.train()
-    except KeyboardInterrupt:
-        print(f"\nmaze-lab sweep: interrupted; the runs so far are under {rc.config.log_base_dir} (maze-lab runs)",
-              file=sys.stderr)
-        return 130
+        with _interrupt_once() as caught:
+            try:
+                table = rc.train()
+            except KeyboardInterrupt as err:  # the runs in flight were stopped and recorded interrupted
+                return report_interrupted("sweep", err, caught, "run(s)")
     except Exception as err:  # noqa: BLE001 - every run failed: one line, the run directories say `failed`
         where = ", ".join(str(path) for path, _ in rc.failures[:3]) + (" ..." if len(rc.failures) > 3 else "")
         _report(args, err, f" (every run of the sweep failed; run directories {where or 'none made'}, marked "
@@ -603,9 +639,18 @@ def _port_is_free(port: int) -> bool:
 
 def lab_app_command(notebook: Path, port: int, no_browser: bool = False,
                     voila_args: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """The command that serves the Lab app's notebook with voila on ``port`` (voila's own options appended)."""
+    """The command that serves the Lab app's notebook with voila on ``port`` (voila's own options appended; one of
+    the server defaults below given there replaces it, e.g. ``-- --LabKernelManager.cull_disconnected_timeout=120``)."""
     cmd = [sys.executable, "-m", "voila", str(notebook), f"--port={port}", "--Voila.port_retries=0",
            "--show_tracebacks=True", "--VoilaConfiguration.strip_sources=True"]
+    defaults = {
+        # the kernel of a page that is gone (closed, reloaded, its browser killed) is shut down: see
+        # maze_lab.widgets.lab_server (LabKernelManager.cull_disconnected_timeout, 600 s by default: how long after)
+        "VoilaConfiguration.multi_kernel_manager_class": "maze_lab.widgets.lab_server.LabKernelManager",
+        "MappingKernelManager.cull_interval": "60",
+    }
+    given = {arg[2:].split("=", 1)[0] for arg in voila_args if arg.startswith("--")}
+    cmd += [f"--{key}={value}" for key, value in defaults.items() if key not in given]
     if no_browser:
         cmd.append("--no-browser")
     return cmd + list(voila_args)

@@ -10,6 +10,12 @@ execution that fails is marked ``failed`` with its error; the others go on.
 
 The executions run in local worker processes (``backend="local"``) or as Ray tasks (``backend="ray"``: a local Ray
 started here, or a cluster given by ``address``; see ``maze_lab.run.ray_tasks``).
+
+Interrupted (Ctrl-C, or SIGTERM of ``maze-lab run``), a batch starts nothing more; each execution in flight has its
+run stopped through its run directory (a checkpoint of its current weights is written), its worker and kernel are
+ended, and its run is recorded ``interrupted``, also where it had ended ``stopped`` on that request (the user
+interrupted it; ``stop_reason`` and the checkpoint are kept) or where it had to be killed (the checkpoint of its last
+finished epoch is kept). :class:`~maze_lab.run.ray_tasks.RunsInterrupted`, a KeyboardInterrupt, says so.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from maze_lab.core.utils.factory import ConfigurationError
-from maze_lab.run.run_dir import MARKER, DamagedRunError, RunDirectory, default_outputs_dir
+from maze_lab.run.run_dir import DamagedRunError, RunDirectory, default_outputs_dir
 from maze_lab.run.run_status import ENDED
 
 BACKENDS = ("local", "ray")
@@ -75,6 +81,8 @@ def run_notebook_batch(notebook: str | Path, parameters: Mapping[str, Any], n_jo
     notebook. ``table.attrs`` holds ``batch_id`` and ``batch_name``.
 
     An execution that fails is marked ``failed`` in its run directory and listed with its error; the others go on.
+    Interrupted, the executions in flight are stopped and recorded ``interrupted`` and
+    :class:`~maze_lab.run.ray_tasks.RunsInterrupted` is raised (see the module docstring).
 
     :param parameters: name -> list of values (a grid axis) or one value (see :func:`batch_grid`).
     :param n_jobs: executions at the same time (worker processes, or Ray tasks in flight).
@@ -117,40 +125,20 @@ def run_notebook_batch(notebook: str | Path, parameters: Mapping[str, Any], n_jo
         fields = {"batch_id": batch_id, "batch_name": name, "batch_index": index, "batch_size": len(combos),
                   "batch_keys": swept}
         jobs.append((str(source), params, str(base), kernel_name, fields, os.getcwd()))
-    if backend == "ray":
-        from maze_lab.run.ray_tasks import RayTaskFailed, run_as_ray_tasks
+    from maze_lab.run.ray_tasks import JobLost, run_as_ray_tasks, run_in_processes
 
-        results = run_as_ray_tasks(execute_batch_item, jobs, n_jobs, address)
-        results = [_lost(job, str(r)) if isinstance(r, RayTaskFailed) else r for job, r in zip(jobs, results,
-                                                                                              strict=True)]
-    elif n_jobs == 1 or len(jobs) == 1:
-        results = [execute_batch_item(*job) for job in jobs]
-    else:
-        results = _run_in_processes(jobs, n_jobs)
+    def run_dir_of(index: int) -> Path | None:
+        return _find_batch_run(_experiment_dir(jobs[index]), batch_id, index)
+
+    # every execution in a worker process (one at a time for n_jobs=1): an interrupted batch ends its kernels cleanly
+    run = run_as_ray_tasks if backend == "ray" else run_in_processes
+    options = {"address": address} if backend == "ray" else {}
+    results = run(execute_batch_item, jobs, n_jobs, run_dir_of=run_dir_of, what="batch", group=f"batch:{batch_id}",
+                  **options)
+    results = [_lost(job, str(r)) if isinstance(r, JobLost) else r for job, r in zip(jobs, results, strict=True)]
     rows = [_batch_row(result["run_dir"], swept, job[1], index, result["error"], result["executed"])
             for index, (job, result) in enumerate(zip(jobs, results, strict=True))]
     return _table(rows, swept, batch_id, name)
-
-
-def _run_in_processes(jobs: list[tuple], n_jobs: int) -> list[dict[str, Any]]:
-    """The executions in ``n_jobs`` spawned worker processes (each starts its notebook's kernel)."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    results: list[dict[str, Any]] = []
-    pool = ProcessPoolExecutor(max_workers=n_jobs, mp_context=mp.get_context("spawn"))
-    try:
-        futures = [pool.submit(execute_batch_item, *job) for job in jobs]
-        for job, future in zip(jobs, futures, strict=True):
-            try:
-                results.append(future.result())
-            except Exception as err:  # noqa: BLE001 - a worker process that died is one failed execution
-                results.append(_lost(job, f"{type(err).__name__}: {err}"))
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: nothing new starts
-        raise
-    pool.shutdown()
-    return results
 
 
 def execute_batch_item(notebook: str, params: dict[str, Any], log_base_dir: str, kernel_name: str | None,
@@ -188,10 +176,9 @@ def _working_dir(path: str | None) -> Iterator[None]:
 def _lost(job: tuple, error: str) -> dict[str, Any]:
     """The result of an execution that ended without reporting back: its run directory (where it made one) is marked
     ``failed`` with ``error``."""
-    _, params, log_base_dir, _, fields = job[:5]
+    fields = job[4]
     error = " ".join(error.split())[:2000]
-    run_dir = _find_batch_run(Path(log_base_dir) / str(params.get("experiment") or "notebook"),
-                              fields["batch_id"], fields["batch_index"])
+    run_dir = _find_batch_run(_experiment_dir(job), fields["batch_id"], fields["batch_index"])
     if run_dir is not None:
         run = RunDirectory(run_dir)
         with contextlib.suppress(OSError, DamagedRunError):
@@ -200,16 +187,17 @@ def _lost(job: tuple, error: str) -> dict[str, Any]:
     return {"run_dir": None if run_dir is None else str(run_dir), "executed": None, "error": error}
 
 
+def _experiment_dir(job: tuple) -> Path:
+    """Where the execution of ``job`` makes its run directory: ``<log_base_dir>/<experiment or "notebook">``."""
+    _, params, log_base_dir = job[:3]
+    return Path(log_base_dir) / str(params.get("experiment") or "notebook")
+
+
 def _find_batch_run(experiment_dir: Path, batch_id: str, index: int) -> Path | None:
     """The run directory of execution ``index`` of batch ``batch_id`` under ``experiment_dir`` (None: none made)."""
-    if not experiment_dir.is_dir():
-        return None
-    for marker in experiment_dir.glob(f"*/{MARKER}"):
-        with contextlib.suppress(OSError, DamagedRunError):
-            summary = RunDirectory(marker.parent).read_summary()
-            if summary.get("batch_id") == batch_id and summary.get("batch_index") == index:
-                return marker.parent
-    return None
+    from maze_lab.run.ray_tasks import find_run
+
+    return find_run(experiment_dir, batch_id=batch_id, batch_index=index)
 
 
 def _batch_row(run_dir: str | Path | None, swept: list[str], params: Mapping[str, Any], index: int,
@@ -281,7 +269,7 @@ def run_batch_command(args: Any) -> int:
     """``maze-lab run`` for a batch: executes the grid, prints the table; exit code 1 where an execution failed."""
     import sys
 
-    from maze_lab.cli import BadInput, _one_line
+    from maze_lab.cli import BadInput, _interrupt_once, _one_line, report_interrupted
 
     if not getattr(args, "ray", False) and args.address:
         raise BadInput("--address names a Ray cluster; add --ray")
@@ -294,16 +282,16 @@ def run_batch_command(args: Any) -> int:
     print(f"maze-lab run: {len(combos)} executions of {args.notebook} over {grid}, {n_jobs} at a time{where} "
           f"(each notebook's output goes into its executed copy) ...", flush=True)
     started = time.monotonic()
-    try:
-        table = run_notebook_batch(args.notebook, values, n_jobs=n_jobs, backend=backend,
-                                   log_base_dir=args.log_base_dir, kernel_name=args.kernel, address=args.address,
-                                   name=getattr(args, "batch_name", None))
-    except FileNotFoundError as err:
-        raise BadInput(str(err)) from err
-    except KeyboardInterrupt:
-        print("\nmaze-lab run: interrupted; the executions so far are marked in their run directories "
-              "(maze-lab runs)", file=sys.stderr)
-        return 130
+    # Ctrl-C or SIGTERM: nothing more starts, the executions in flight are stopped and recorded interrupted, one line
+    with _interrupt_once() as caught:
+        try:
+            table = run_notebook_batch(args.notebook, values, n_jobs=n_jobs, backend=backend,
+                                       log_base_dir=args.log_base_dir, kernel_name=args.kernel, address=args.address,
+                                       name=getattr(args, "batch_name", None))
+        except FileNotFoundError as err:
+            raise BadInput(str(err)) from err
+        except KeyboardInterrupt as err:
+            return report_interrupted("run", err, caught, "execution(s)")
     failed = table[~table.status.isin(["done", "stopped", "early-stopped"])]
     columns = [*swept, "status", "epoch", "env_steps", "best_eval_reward", "last_eval_reward", "final_train_reward",
                "run_dir"]

@@ -18,6 +18,13 @@ serves the study to the workers through Optuna's gRPC storage proxy, over which 
 rewards and ask whether to prune. SQLite locks the whole file on every write and, on a network file system, its
 locks cannot be trusted; with one process holding the file no write waits on another process's lock, and workers
 on other machines of a Ray cluster need no access to the file at all.
+
+Interrupted (Ctrl-C, or SIGTERM of ``maze-lab optimize``), the driver asks no further trial; the trials in flight
+have their runs stopped through their run directories (a checkpoint of their current weights), their workers ended,
+their runs recorded ``interrupted`` and their trials ``FAIL`` with ``interrupted`` (a resumed study runs them again);
+:class:`~maze_lab.run.ray_tasks.RunsInterrupted`, a KeyboardInterrupt, says so. A trial run one at a time trains in
+the driver's own process, and a worker process ends when its driver is gone: a driver killed outright (SIGKILL)
+leaves no trial training, and its trials' runs read ``died``.
 """
 
 from __future__ import annotations
@@ -537,6 +544,7 @@ class _Executor:
         self._ray_started = False
         self._address = address
         self._remote: Any = None
+        self._refs: list[Any] = []
         if backend == "ray":
             import ray
 
@@ -544,13 +552,10 @@ class _Executor:
             # a failed trial is a result, not a retry; one CPU per trial
             self._remote = ray.remote(num_cpus=1, max_retries=0)(_trial_in_worker)
         elif n_jobs > 1:
-            self.pool = self._new_pool()
+            from maze_lab.run.ray_tasks import WorkerProcesses
 
-    def _new_pool(self) -> Any:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        return ProcessPoolExecutor(max_workers=self.n_jobs, mp_context=mp.get_context("spawn"))
+            # a trial goes to a worker only when one is free, and the workers end with this process
+            self.pool = WorkerProcesses()
 
     @property
     def remote(self) -> bool:
@@ -580,23 +585,31 @@ class _Executor:
         from concurrent.futures import Future
 
         if self.backend == "ray":
-            return self._remote.remote(job).future()
+            ref = self._remote.remote(job)
+            self._refs.append(ref)
+            return ref.future()
         if self.pool is not None:
-            from concurrent.futures.process import BrokenProcessPool
-
-            try:
-                return self.pool.submit(_trial_in_worker, job)
-            except BrokenProcessPool:  # a worker died (killed, out of memory): a fresh pool for the next trials
-                self.pool.shutdown(wait=False, cancel_futures=True)
-                self.pool = self._new_pool()
-                return self.pool.submit(_trial_in_worker, job)
+            return self.pool.submit(_trial_in_worker, job)  # a worker that died is replaced by a fresh one
         future: Future = Future()
         future.set_result(run_trial(job, trial))
         return future
 
+    def kill(self) -> None:
+        """End the trials in flight at once: their worker processes (with what they started) or Ray tasks."""
+        if self.pool is not None:
+            self.pool.kill()
+        if self._refs:
+            import ray
+
+            for ref in self._refs:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            with contextlib.suppress(Exception):  # the cancelled tasks' workers are gone once their refs resolve
+                ray.wait(self._refs, num_returns=len(self._refs), timeout=5)
+
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.shutdown()
         if self._ray_started:
             import ray
 
@@ -749,10 +762,13 @@ def _run_trials(study: Any, storage: Any, spec: SearchSpace, missing: int, n_job
 
     from optuna.trial import TrialState
 
+    from maze_lab.run.ray_tasks import RunsInterrupted, interrupt_cause, interrupt_runs
+
     distributions = spec.distributions()
     executor = _Executor(backend, n_jobs, address)
     proxy = _ProxyServer(storage, executor.proxy_host) if executor.remote else None
     pending: dict[Any, Any] = {}
+    in_flight: dict[Any, Path] = {}  # trial -> run directory, from its start until the study was told its result
     ran: list[int] = []
     launched = 0
     try:
@@ -760,13 +776,14 @@ def _run_trials(study: Any, storage: Any, spec: SearchSpace, missing: int, n_job
             while launched < missing and len(pending) < n_jobs:
                 trial = study.ask(distributions)
                 run_dir = study_dir / TRIAL_DIR.format(trial.number)
+                in_flight[trial] = run_dir
                 trial.set_user_attr("run_dir", str(run_dir))
                 job = {**job_base, "number": trial.number, "trial_id": trial._trial_id, "params": dict(trial.params),
                        "run_dir": str(run_dir), "proxy": (proxy.host, proxy.port) if proxy else None}
                 say(f"maze-lab optimize: trial {trial.number} started: {_fmt_params(trial.params)}")
                 pending[executor.submit(job, None if executor.remote else trial)] = trial
                 launched += 1
-            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
             for future in finished:
                 trial = pending.pop(future)
                 try:
@@ -774,23 +791,45 @@ def _run_trials(study: Any, storage: Any, spec: SearchSpace, missing: int, n_job
                 except Exception as err:  # noqa: BLE001 - a worker that died: the trial failed, the study goes on
                     result = {"state": "fail", "error": " ".join(f"{type(err).__name__}: {err}".split())[:2000]}
                 _tell(study, trial, result, TrialState)
+                in_flight.pop(trial, None)
                 ran.append(trial.number)
                 value = result.get("value")
                 say(f"maze-lab optimize: trial {trial.number} {result['state']}"
                     + (f": {value:g}" if value is not None else "")
                     + (f" ({result['error']})" if result.get("error") else ""))
-    except BaseException:
-        for trial in pending.values():  # Ctrl-C or an error of the driver: what was running did not finish
+    except BaseException as err:  # Ctrl-C or an error of the driver: what was running did not finish
+        cause = interrupt_cause(err)
+        reason = f"interrupted ({cause}) while its study ran"
+        # a trial run by this process recorded `interrupted` itself (the KeyboardInterrupt came through its training)
+        interrupted = interrupt_runs(lambda: list(in_flight.values()), executor.kill, reason)
+        for trial, run_dir in in_flight.items():
             with contextlib.suppress(Exception):
                 trial.set_user_attr("interrupted", True)
                 trial.set_user_attr("error", "interrupted: the optimize that ran it ended early")
                 study.tell(trial, state=TrialState.FAIL)
+            _note_interrupted(run_dir, reason)
+        if isinstance(err, KeyboardInterrupt):
+            raise RunsInterrupted(f"study interrupted ({cause}): {len(in_flight)} trial(s) in flight stopped, "
+                                  f"{len(interrupted)} run(s) recorded interrupted", interrupted, missing - launched,
+                                  cause, f"study:{job_base['study_name']}", len(in_flight)) from err
         raise
     finally:
         executor.close()
         if proxy is not None:
             proxy.stop()
     return ran
+
+
+def _note_interrupted(run_dir: Path, reason: str) -> None:
+    """The trial of an interrupted run failed (it did not train its budget): so says the run's summary too."""
+    from maze_lab.run.run_dir import RunDirectory
+
+    run = RunDirectory(run_dir)
+    with contextlib.suppress(Exception):
+        if run.summary_file.exists():
+            info = run.read_summary().get("optuna")
+            if isinstance(info, dict):
+                run.write_summary(optuna={**info, "state": "fail", "error": reason})
 
 
 def _tell(study: Any, trial: Any, result: dict[str, Any], states: Any) -> None:
@@ -891,14 +930,19 @@ def _optimize_command(args: Any) -> int:
         raise ConfigurationError("--address names a Ray cluster: add --ray")
     components, overrides = parse_cli_overrides(args.overrides)
     experiment = components.pop("experiment", None)
+    from maze_lab.cli import _interrupt_once, report_interrupted
+
     start = time.perf_counter()
-    try:
-        result = optimize(args.space, overrides={**components, **overrides}, n_trials=args.trials, n_jobs=args.jobs,
-                          backend="ray" if args.ray else "local", study_dir=args.study_dir, address=args.address,
-                          experiment=args.experiment or experiment, config_module=args.config_module)
-    except KeyboardInterrupt:
-        print("\nmaze-lab optimize: interrupted; run the same command again to resume the study", file=sys.stderr)
-        return 130
+    # Ctrl-C or SIGTERM: no further trial, the trials in flight stopped and recorded interrupted, one line
+    with _interrupt_once() as caught:
+        try:
+            result = optimize(args.space, overrides={**components, **overrides}, n_trials=args.trials,
+                              n_jobs=args.jobs, backend="ray" if args.ray else "local", study_dir=args.study_dir,
+                              address=args.address, experiment=args.experiment or experiment,
+                              config_module=args.config_module)
+        except KeyboardInterrupt as err:
+            return report_interrupted("optimize", err, caught, "trial(s)",
+                                      "; run the same command again to resume the study")
     print(f"maze-lab optimize: {len(result.ran)} trial(s) run in {time.perf_counter() - start:.0f} s; study "
           f"{result.study_dir / 'study.db'} (maze-lab runs --base {result.study_dir})", flush=True)
     return 0 if result.best_trial is not None else 1

@@ -356,9 +356,12 @@ class RunContext:
                 except KeyboardInterrupt as err:  # the run recorded `interrupted`; the grid ends here
                     from maze_lab.run.ray_tasks import RunsInterrupted, interrupt_cause
 
-                    cause = interrupt_cause(err)
-                    raise RunsInterrupted(f"sweep interrupted ({cause})", [run.run_directory.path],
-                                          len(self.configs) - index - 1, cause, group) from err
+                    cause, status = interrupt_cause(err), None
+                    with contextlib.suppress(Exception):
+                        status = run.run_directory.read_summary().get("status")
+                    marked = [run.run_directory.path] if status == "interrupted" else []
+                    raise RunsInterrupted(f"sweep interrupted ({cause})", marked, len(self.configs) - index - 1,
+                                          cause, group, in_flight=1) from err
                 finally:
                     run.close()
                 run_dirs.append(run.run_directory.path)
