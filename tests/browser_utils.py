@@ -155,13 +155,52 @@ def start_voila(notebook: Path, tmp_path: Path, port: int | None = None, env: di
                   env=env or jupyter_env(tmp_path))
 
 
-def start_maze_lab_lab(tmp_path: Path, cwd: Path, env: dict[str, str], port: int | None = None) -> Server:
-    """``maze-lab lab --no-browser --port P``: the Lab app, as a user starts it."""
+def start_maze_lab_lab(tmp_path: Path, cwd: Path, env: dict[str, str], port: int | None = None,
+                       voila_args: list[str] | tuple[str, ...] = ()) -> Server:
+    """``maze-lab lab --no-browser --port P [-- VOILA_ARGS]``: the Lab app, as a user starts it."""
     port = port or free_port()
     script = Path(sys.executable).parent / "maze-lab"
     base = [str(script)] if script.exists() else [sys.executable, "-m", "maze_lab.cli"]
-    return Server([*base, "lab", "--no-browser", f"--port={port}"], f"http://127.0.0.1:{port}/",
+    extra = ["--", *voila_args] if voila_args else []
+    return Server([*base, "lab", "--no-browser", f"--port={port}", *extra], f"http://127.0.0.1:{port}/",
                   tmp_path / f"maze-lab-lab-{port}.log", cwd=cwd, env=env)
+
+
+def kernel_processes(server: Server) -> list[int]:
+    """The pids of the kernels a server runs now: its child processes whose command line names a kernel
+    connection file (``-f .../kernel-<id>.json``); a process that ended but was not yet collected is left out."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # ended meanwhile
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] in ("Z", "X") or int(fields[1]) != server.proc.pid:
+            continue
+        if any(arg.startswith(b"-f") for arg in cmdline) and any(b"kernel-" in arg for arg in cmdline):
+            found.append(int(entry.name))
+    return found
+
+
+def page_kernel_id(page: Any) -> str:
+    """The id of the kernel of a voila page (from its page config)."""
+    return page.evaluate("() => JSON.parse(document.getElementById('jupyter-config-data').textContent).kernelId")
+
+
+def kernel_known(server: Server, kernel_id: str) -> bool:
+    """Whether the server still has kernel ``kernel_id`` (``GET /api/kernels/<id>``: voila lists no kernels, but
+    answers for one)."""
+    try:
+        with urllib.request.urlopen(f"{server.url.rstrip('/')}/api/kernels/{kernel_id}", timeout=10) as response:
+            return response.status == 200
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return False
+        raise
 
 
 LAB_TOKEN = "maze-lab-browser-test"

@@ -353,6 +353,192 @@ def test_a_failed_run_shows_its_error_and_its_curves_up_to_the_failure(tmp_path:
     rc.close()
 
 
+# ---- runs of other processes: detached, died, ended with a reason --------------------------------------------------
+# a CartPole run of many tiny epochs: it goes on until it is stopped
+LIVE_OVERRIDES = {"n_epochs": 1000, "runner.concurrency": 1, "runner.eval_concurrency": 1, "algorithm.epoch_length": 1,
+                  "algorithm.n_rollout_steps": 16, "algorithm.eval_repeats": 1, "algorithm.patience": 0}
+
+
+def _refreshed_until(dash: TrainingDashboard, condition, what: str, timeout: float = 120.0):
+    """Refresh the cockpit (what its polling does) until ``condition()`` holds; returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        dash.refresh()
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"still not true after {timeout} s: {what}; errors {dash.errors}; " \
+                                            f"status {dash.status_html.value}; request {dash.control_html.value}"
+        time.sleep(0.1)
+
+
+def _stop_if_live(run_dir: Path) -> None:
+    """Stop a detached run a failed test left going (its process outlives the test otherwise)."""
+    from maze_lab.run.attach import attach
+
+    run = attach(run_dir)
+    if run.running:
+        try:
+            run.stop(timeout=60)
+        except Exception:  # noqa: BLE001 - e.g. it died meanwhile
+            pass
+
+
+def test_the_cockpit_of_a_detached_run_controls_it_through_its_directory(tmp_path: Path):
+    """``TrainingDashboard(attached_run)`` follows a run of its own process: progress and curves grow, and pause,
+    resume, checkpoint and stop reach it through its directory without waiting; the cockpit shows each request
+    until the run acknowledged it, then the acknowledgement."""
+    from maze_lab.run.run_context import RunContext
+    from maze_lab.run.run_dir import RunDirectory
+
+    run = RunContext(silent=True, overrides={**LIVE_OVERRIDES, "log_base_dir": str(tmp_path)}).train_async(detach=True)
+    try:
+        dash = TrainingDashboard(run, refresh_seconds=0.2)
+        assert dash.source.handle is None and dash.source.run_dir == run.run_dir  # followed through its directory
+        _refreshed_until(dash, lambda: dash.source.status == "running" and len(dash.source.store) >= 2,
+                         "two epochs of the detached run")
+        assert dash.controls.layout.display is None and dash.source.controllable
+        assert not dash.pause_button.disabled and dash.resume_button.disabled
+        assert not dash.stop_button.disabled and not dash.checkpoint_button.disabled
+        first = len(dash.curve_data()["train/BaseEnvEvents/reward/mean"][0])
+        _refreshed_until(dash, lambda: len(dash.curve_data()["train/BaseEnvEvents/reward/mean"][0]) > first,
+                         "the reward curve to grow")
+        assert "epoch" in dash.progress_html.value and "/ 1000" in dash.progress_html.value
+
+        started = time.monotonic()
+        dash.pause_button.click()
+        assert time.monotonic() - started < 1.0  # the click only writes the request
+        assert "data-state='pending'" in dash.control_html.value and "pause requested" in dash.control_html.value
+        _refreshed_until(dash, lambda: "pause acknowledged" in dash.control_html.value, "the pause acknowledged")
+        _refreshed_until(dash, lambda: "paused" in dash.status_html.value, "the status paused")
+        assert dash.pause_button.disabled and not dash.resume_button.disabled
+        paused_at = RunDirectory(run.run_dir).read_summary().get("epoch")
+        dash.resume_button.click()
+        _refreshed_until(dash, lambda: "resume acknowledged" in dash.control_html.value, "the resume acknowledged")
+        _refreshed_until(dash, lambda: (RunDirectory(run.run_dir).read_summary().get("epoch") or 0) > paused_at,
+                         "epochs after the resume")
+
+        dash.checkpoint_button.click()
+        written = _refreshed_until(dash, lambda: "checkpoint written" in dash.control_html.value and
+                                   dash.source.summary(max_age=0)["control"].get("checkpoint"),
+                                   "the checkpoint written")
+        assert Path(written).is_file() and Path(written).name in dash.control_html.value
+        assert run.running  # a checkpoint leaves the run going
+
+        dash.stop_button.click()
+        _refreshed_until(dash, lambda: "stop acknowledged" in dash.control_html.value, "the stop acknowledged")
+        _refreshed_until(dash, lambda: dash.source.status == "stopped", "the status stopped")
+        assert dash.controls.layout.display == "none" and not dash.source.live
+        assert dash.reason_html.layout.display is None and "stopped on request" in dash.reason_html.value
+        assert RunDirectory(run.run_dir).last_checkpoint.exists()
+        assert run.wait(60) == "stopped"
+        dash.close()
+    finally:
+        _stop_if_live(run.run_dir)
+
+
+def _ended_copy(finished: Path, base: Path, name: str, **summary: object) -> Path:
+    from maze_lab.run.run_dir import RunDirectory
+
+    run_dir = base / "exp" / name
+    shutil.copytree(finished, run_dir)
+    RunDirectory(run_dir).write_summary(**summary)
+    return run_dir
+
+
+def test_each_ending_is_shown_with_its_reason_and_a_run_whose_process_is_gone_died(tmp_path: Path):
+    import json
+    import subprocess
+    import sys
+
+    from maze_lab.run.run_status import OWNER_FILE, owner_record
+
+    finished = train_tiny_run(tmp_path / "finished")
+    early = _ended_copy(finished, tmp_path, "early", status="early-stopped",
+                        reason="early stopping: no improvement for 3 epochs")
+    dash = TrainingDashboard(early)
+    assert "early-stopped" in dash.status_html.value and dash.controls.layout.display == "none"
+    assert "early stopping: no improvement for 3 epochs" in dash.reason_html.value
+    assert dash.reason_html.layout.display is None and dash.progress_bar.bar_style == "success"
+    dash.close()
+
+    # a run that says it trains, owned by a process that has ended without saying how the run ended
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    record = owner_record(gone.pid, mode="detached")
+    gone.wait()
+    record["heartbeat"] = time.mktime((2024, 5, 6, 7, 8, 9, 0, 0, -1))
+    died = _ended_copy(finished, tmp_path, "died", status="running", reason=None)
+    (died / OWNER_FILE).write_text(json.dumps(record))
+    dash = TrainingDashboard(died)
+    assert "died" in dash.status_html.value and dash.progress_bar.bar_style == "danger"
+    assert dash.controls.layout.display == "none" and not dash.source.live and not dash.source.controllable
+    assert "last seen 2024-05-06T07:08:09" in dash.reason_html.value and "data-status='died'" in dash.reason_html.value
+    with pytest.raises(Exception, match="not training"):
+        dash.source.request("stop")
+    dash.close()
+
+    from maze_lab.widgets.comparison import RunComparison
+
+    comparison = RunComparison([str(early), str(died), str(finished)])
+    table = comparison.table().set_index("run")
+    statuses = dict(zip(table.run_dir.map(lambda p: Path(p).name), table.status, strict=True))
+    assert statuses == {"early": "early-stopped", "died": "died", finished.name: "done"}
+    assert "last seen 2024-05-06T07:08:09" in table.loc[table.status == "died", "error"].iloc[0]
+    assert not comparison.live  # every run has ended: nothing to poll
+    comparison.close()
+
+
+def test_a_fresh_kernel_follows_a_detached_run_of_another_process_and_stops_it(tmp_path: Path):
+    """``TrainingDashboard(run_dir)`` in a kernel of its own follows a run that ``maze-lab train --detach`` started:
+    its polling (on the kernel's loop, between cells) shows the epochs grow, and its stop button stops the run."""
+    pytest.importorskip("jupyter_client")
+    import re
+    import subprocess
+
+    from kernel_utils import Kernel
+    from run_utils import maze_lab_command
+
+    from maze_lab.run.attach import attach
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    started = subprocess.run([*maze_lab_command(), "train", "--detach", "--silent", f"log_base_dir={tmp_path / 'runs'}",
+                              "algorithm.epoch_length=2", "algorithm.n_rollout_steps=16", "algorithm.n_epochs=200"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr
+    run_dir = Path(re.search(r"^run directory: (.+)$", started.stdout, re.MULTILINE).group(1).strip())
+    kernel = None
+    try:
+        kernel = Kernel.start(cwd=tmp_path, env=env)
+        kernel.ok(textwrap.dedent(f"""
+            import re
+            from maze_lab.widgets.dashboard import TrainingDashboard
+
+            def shown_epoch():
+                found = re.search(r"epoch (\\d+)", dash.progress_html.value)
+                return int(found.group(1)) if found else 0
+
+            dash = TrainingDashboard({str(run_dir)!r}, refresh_seconds=0.2)
+            dash  # displaying the cockpit of a live run starts its polling
+            """))
+        assert kernel.value("dash.source.handle is None and dash.source.controllable")
+        first = kernel.wait_for("dash.ticks >= 2 and shown_epoch() >= 1 and shown_epoch()", timeout=120)
+        kernel.wait_for(f"shown_epoch() >= {first + 2}", timeout=120)  # the polling shows it, no cell refreshes
+        kernel.wait_for("len(dash.curve_data().get('train/BaseEnvEvents/reward/mean', ([],))[0]) >= 2", timeout=60)
+        assert kernel.value("'running' in dash.status_html.value and dash.controls.layout.display is None")
+        kernel.ok("dash.stop_button.click()")
+        kernel.wait_for("'stop acknowledged' in dash.control_html.value", timeout=60)
+        kernel.wait_for("'stopped' in dash.status_html.value and dash.task.done()", timeout=120)
+        assert kernel.value("dash.controls.layout.display") == "none"
+        assert kernel.value("'stopped on request' in dash.reason_html.value")
+        run = attach(run_dir)
+        assert run.status == "stopped" and run.latest_checkpoint is not None
+        assert kernel.value("shown_epoch()") == run.progress["epoch"]
+    finally:
+        if kernel is not None:
+            kernel.close()
+        _stop_if_live(run_dir)
+
+
 # ---- polling -----------------------------------------------------------------------------------------------------
 async def _until(condition, what: str, timeout: float = 240.0) -> None:
     deadline = time.monotonic() + timeout

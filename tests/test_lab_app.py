@@ -17,6 +17,9 @@ from browser_utils import (
     browser_skip_reason,
     chromium_page,
     jupyter_env,
+    kernel_known,
+    kernel_processes,
+    page_kernel_id,
     plots,
     screenshot,
     start_jupyterlab,
@@ -72,7 +75,10 @@ def test_bad_input_is_shown_in_the_app_not_raised(tmp_path: Path) -> None:
     app.overrides.value = "no_equals_sign"
     app.start_button.click()
     assert "must look like key=value" in app.form_message.value
-    assert app.handle is None and not any(tmp_path.iterdir())  # nothing was started, no run directory made
+    from maze_lab.widgets.lab_app import STATE_FILE
+
+    # nothing was started, no run directory made (the page's state is kept beside the runs)
+    assert app.handle is None and [p.name for p in tmp_path.iterdir()] == [STATE_FILE]
     app.compare_button.click()
     assert "select two or more runs" in app.runs_message.value
     app.close()
@@ -135,6 +141,150 @@ def test_start_and_stop_a_run_from_the_form(tmp_path: Path) -> None:
     assert RunDirectory(handle.run_dir).last_checkpoint.exists()
     assert [v for _, v in app.runs_select.options] == [str(handle.run_dir)]
     app.close()
+
+
+def test_a_new_page_shows_what_the_last_one_showed_and_stops_its_detached_run(tmp_path: Path,
+                                                                             finished_run: Path) -> None:
+    """The form starts a detached run; a new page (a reload, another browser: a new LabApp) comes up with the form's
+    values, the run open in its cockpit, the comparison and the selection of the last page; the run is listed live
+    and the new page's Stop stops it."""
+    from maze_lab.run.attach import AttachedRun, attach
+    from maze_lab.run.run_dir import RunDirectory
+    from maze_lab.widgets.lab_app import STATE_FILE, LabApp
+
+    base = tmp_path / "runs"
+    first, second = base / "default" / "first", base / "default" / "second"
+    shutil.copytree(finished_run, first)
+    shutil.copytree(finished_run, second)
+    app = LabApp(base)
+    app.algorithm.value = "a2c"
+    app.env_name.value = "CartPole-v1"
+    app.overrides.value = "\n".join(LIVE_OVERRIDES)
+    app.n_epochs.value = 1000
+    app.start_button.click()
+    run = app.handle
+    try:
+        assert isinstance(run, AttachedRun), app.form_message.value
+        wait_until(lambda: run.progress["epoch"] >= 1, timeout=120, what="the first epoch of the detached run")
+        app.tick()
+        app.runs_select.value = (str(first), str(second))
+        app.compare_button.click()
+        assert app.detail_kind == "comparison"
+        saved = json.loads((base / STATE_FILE).read_text())
+        assert saved["current_run"] == saved["open_run"] == str(run.run_dir)
+        app.close()  # the page goes: the run goes on
+        assert run.running
+
+        page = LabApp(base)
+        assert (page.algorithm.value, page.env_name.value, page.n_epochs.value) == ("a2c", "CartPole-v1", 1000)
+        assert page.overrides.value == "\n".join(LIVE_OVERRIDES)
+        assert isinstance(page.handle, AttachedRun) and page.handle.run_dir == run.run_dir
+        assert not page.stop_button.disabled
+        assert page.cockpit is not None and page.cockpit.source.run_dir == run.run_dir
+        assert page.cockpit.source.controllable and page.cockpit.controls.layout.display is None
+        assert page.detail_kind == "comparison" and set(page.runs_select.value) == {str(first), str(second)}
+        assert set(page.detail.table().run_dir) == {str(first), str(second)}
+        labels = {v: k for k, v in page.runs_select.options}
+        assert re.search(r"\srunning\s+live\s", labels[str(run.run_dir)]), labels[str(run.run_dir)]
+        assert " live " not in labels[str(first)] and "done" in labels[str(first)]
+        page.stop_button.click()
+        assert "stopping" in page.form_message.value
+        assert run.wait(120) == "stopped"
+        page.tick()
+        assert "data-status='stopped'" in page.run_status.value and page.stop_button.disabled
+        assert RunDirectory(run.run_dir).last_checkpoint.exists()
+        assert not page.errors, page.errors
+        page.close()
+    finally:
+        if run is not None and attach(run.run_dir).running:
+            attach(run.run_dir).stop(timeout=60)
+
+
+def test_the_kept_state_is_checked_before_use(tmp_path: Path, finished_run: Path) -> None:
+    """The state file holds plain values and run paths of an earlier page, and anyone who can write the base
+    directory can write it: values that do not fit the form, and paths that are not run directories under the base
+    directory (outside it, through a link, relative, the base itself), are left out; a broken file is ignored."""
+    from maze_lab.widgets.lab_app import STATE_FILE, LabApp
+
+    base = tmp_path / "runs"
+    inside = base / "default" / "inside"
+    shutil.copytree(finished_run, inside)
+    outside = tmp_path / "elsewhere" / "run"
+    shutil.copytree(finished_run, outside)
+    link = base / "default" / "link"
+    link.symlink_to(outside, target_is_directory=True)
+    state = {"version": 1,
+             "form": {"experiment": "no-such-experiment", "env": ["gym_env"], "env_name": "x" * 1000,
+                      "algorithm": "no-such-algorithm", "model": None, "wrappers": 3, "n_epochs": "many",
+                      "overrides": {"algorithm.lr": 1}},
+             "current_run": str(outside), "open_run": str(link),
+             "detail": {"kind": "comparison", "runs": [str(inside), "default/inside", str(base), str(link),
+                                                       f"{inside}/../../../elsewhere/run", str(base / "nothing")]},
+             "selected": [str(outside), str(base), 7]}
+    (base / STATE_FILE).write_text(json.dumps(state))
+    defaults = LabApp(tmp_path / "fresh")
+    app = LabApp(base)
+    for name in ("experiment", "env", "env_name", "algorithm", "model", "wrappers", "n_epochs", "overrides"):
+        assert getattr(app, name).value == getattr(defaults, name).value, name
+    assert app.handle is None and app.cockpit is None and app.detail is None  # one run alone is no comparison
+    assert app.runs_select.value == () and not app.errors
+    app.close()
+
+    state["detail"]["runs"].append(str(inside.parent / ".." / "default" / "inside"))
+    state["selected"] = [str(inside)]
+    state["open_run"] = str(inside)
+    (base / STATE_FILE).write_text(json.dumps(state))
+    app = LabApp(base)
+    assert app.cockpit is not None and app.cockpit.source.run_dir == inside
+    assert app.detail_kind == "comparison" and app.runs_select.value == (str(inside),)
+    app.close()
+
+    for broken in (b"{ not json", b"[1, 2]", b"\xff\xfe", json.dumps({"version": 99, "open_run": str(inside)}).encode(),
+                   b"{" + b" " * 200_000 + b"}"):
+        (base / STATE_FILE).write_bytes(broken)
+        app = LabApp(base)
+        assert app.cockpit is None and not app.errors, broken[:20]
+        app.close()
+    defaults.close()
+
+
+def test_the_lab_server_shuts_down_kernels_without_a_page() -> None:
+    """``maze-lab lab`` serves with :class:`LabKernelManager` (the user's own voila options replace its defaults): a
+    kernel is shut down once no page has been connected to it for its timeout, whatever it sends; one whose page
+    is connected, or still loading within its grace, stays."""
+    import asyncio
+    import time
+
+    from maze_lab.cli import lab_app_command
+    from maze_lab.widgets.lab_server import LabKernelManager
+
+    command = lab_app_command(Path("lab.ipynb"), 8866)
+    assert "--VoilaConfiguration.multi_kernel_manager_class=maze_lab.widgets.lab_server.LabKernelManager" in command
+    assert "--MappingKernelManager.cull_interval=60" in command
+    command = lab_app_command(Path("lab.ipynb"), 8866, voila_args=["--MappingKernelManager.cull_interval=1"])
+    assert [a for a in command if "cull_interval" in a] == ["--MappingKernelManager.cull_interval=1"]
+
+    manager = LabKernelManager(cull_disconnected_timeout=5, cull_unconnected_timeout=60)
+    stopped: list[str] = []
+
+    async def shutdown_kernel(kernel_id: str, now: bool = False, restart: bool = False) -> None:
+        stopped.append(kernel_id)
+        manager._kernels.pop(kernel_id)
+
+    manager.shutdown_kernel = shutdown_kernel
+    now = time.monotonic()
+    for kernel_id in ("left", "left-lately", "open", "loading", "never-came"):
+        manager._kernels[kernel_id] = object()
+        manager._kernel_connections[kernel_id] = 0
+    for kernel_id in ("left", "left-lately", "open"):
+        manager.notify_connect(kernel_id)
+    manager.notify_disconnect("left")
+    manager.notify_disconnect("left-lately")
+    manager._alone_since.update({"left": now - 6, "left-lately": now - 2, "loading": now - 30,
+                                 "never-came": now - 61})
+    asyncio.run(manager.cull_pageless_kernels())
+    assert sorted(stopped) == ["left", "never-came"]
+    assert set(manager._kernels) == {"left-lately", "open", "loading"}
 
 
 # ---- in the browser --------------------------------------------------------------------------------------------------
@@ -264,6 +414,114 @@ def test_lab_app_in_the_browser(tmp_path: Path, finished_run: Path) -> None:
         server.stop()
 
 
+def _stop_if_live(run_dir: Path | None) -> None:
+    """Stop a detached run a failed test left going (its process outlives the test and the server otherwise)."""
+    if run_dir is None:
+        return
+    from maze_lab.run.attach import attach
+
+    run = attach(run_dir)
+    if run.running:
+        try:
+            run.stop(timeout=60)
+        except Exception:  # noqa: BLE001 - e.g. it died meanwhile
+            pass
+
+
+CULL_S = 3
+"""Seconds after its page left that the test's server shuts a kernel down (users get minutes)."""
+
+
+@pytest.mark.browser
+def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path) -> None:
+    """A run started from the form trains in a process of its own: after a reload the page shows what it showed
+    (form, open run), the run is listed live and the reloaded page's Stop stops it. Pages closed without a word to
+    the server (a killed tab: no ``beforeunload``) leave no kernels once the cull interval has passed, although
+    their cockpits of the live run kept sending updates."""
+    _skip_without_browser()
+    from maze_lab.run.run_dir import RunDirectory
+
+    base = tmp_path / "runs"
+    server = start_maze_lab_lab(tmp_path, cwd=tmp_path, env=jupyter_env(tmp_path, MAZE_LAB_OUTPUTS=str(base)),
+                                voila_args=[f"--LabKernelManager.cull_disconnected_timeout={CULL_S}",
+                                            "--MappingKernelManager.cull_interval=1"])
+    run_dir: Path | None = None
+    try:
+        server.wait_ready(timeout=90)
+        with chromium_page(width=1400, height=1000) as page:
+            page.goto(server.url)
+            page.wait_for_selector(".maze-lab-app .maze-lab-start", timeout=120_000)
+            overrides = "\n".join(LIVE_OVERRIDES)
+            page.fill(".maze-lab-overrides textarea", overrides)
+            page.fill(".maze-lab-n-epochs input", "100000")
+            page.press(".maze-lab-n-epochs input", "Enter")
+            page.click(".maze-lab-start")
+            wait_until(lambda: _status(page) in ("running", "starting"), timeout=60, what="the run to start")
+            wait_until(lambda: _reward_points(page), timeout=120, interval=0.3, what="the first reward points")
+            run_dir = next(p.parent for p in base.glob("*/*/maze_lab_run.json"))
+            first_kernel = page_kernel_id(page)
+
+            # ---- reload: a new kernel shows what the page showed, and the run goes on, live
+            page.reload()
+            page.wait_for_selector(".maze-lab-app .maze-lab-start", timeout=120_000)
+            assert page.input_value(".maze-lab-overrides textarea") == overrides
+            assert page.input_value(".maze-lab-n-epochs input") == "100000"
+            option = page.locator(".maze-lab-runs option").first
+            wait_until(lambda: re.search(rf"{run_dir.name}\s+running\s+live", option.inner_text()), timeout=30,
+                       what=f"the run listed as running and live (listed: {option.inner_text()!r})")
+            wait_until(lambda: _status(page) == "running", timeout=60, what="the reopened run in the cockpit")
+            shown = wait_until(lambda: _reward_points(page), timeout=60, interval=0.3,
+                               what="the reward curve after the reload")
+            wait_until(lambda: _reward_points(page) > shown, timeout=120, interval=0.3,
+                       what="the reward curve to grow after the reload")
+            assert page.locator(".maze-lab-stop").is_enabled()
+            cockpit = page.locator(".maze-lab-cockpit")
+            assert cockpit.locator(".maze-lab-cockpit-stop button, button.maze-lab-cockpit-stop").count() == 1
+            assert not _blank_plots(page, ".maze-lab-cockpit")
+            page.evaluate("() => window.scrollTo(0, 0)")
+            screenshot(page, "lab_app_reloaded", full_page=False)
+            screenshot(page, "lab_cockpit_detached_run", locator=cockpit)
+            screenshot(page, "lab_runs_reloaded", locator=page.locator(".maze-lab-runs").locator("xpath=.."))
+            reloaded_kernel = page_kernel_id(page)
+
+            # ---- ten more pages (two batches of five at once: the server starts their kernels side by side), each
+            # closed without telling the server; their cockpits follow the live run and keep sending its epochs
+            closed = [first_kernel]
+            most = 0
+            for _ in range(2):
+                others = [page.context.browser.new_page() for _ in range(5)]
+                for other in others:
+                    other.goto(server.url, wait_until="commit")
+                for other in others:
+                    other.wait_for_selector(".maze-lab-app .maze-lab-start", timeout=180_000)
+                    closed.append(page_kernel_id(other))
+                most = max(most, len(kernel_processes(server)))
+                for other in others:
+                    other.close()  # run_before_unload=False: voila's shutdown beacon is not sent
+            after_closes = len(kernel_processes(server))
+
+            # ---- stop the run from the reloaded page
+            page.click(".maze-lab-stop")
+            wait_until(lambda: _status(page) == "stopped", timeout=120, what="the status 'stopped'")
+            assert json.loads((run_dir / "maze_lab_run.json").read_text())["status"] == "stopped"
+            assert RunDirectory(run_dir).last_checkpoint.exists()
+            assert not page.locator(".maze-lab-stop").is_enabled()
+
+            # ---- once the cull interval has passed, the kernels of closed pages are gone
+            remaining = wait_until(lambda: (n := len(kernel_processes(server))) <= 2 and str(n),
+                                   timeout=CULL_S + 60, what="at most two kernels")
+            wait_until(lambda: not any(kernel_known(server, k) for k in closed), timeout=30,
+                       what="the server to forget the closed pages' kernels")
+            assert kernel_known(server, reloaded_kernel)  # the open page keeps its kernel
+            print(f"kernels: {most} at most while pages opened, {after_closes} after ten closes, {remaining} once "
+                  f"the cull interval ({CULL_S} s) had passed")
+            errors = [e for e in page.console_errors if "anywidget" in e.lower()]
+            assert not errors, errors
+    finally:
+        server.stop()
+        _stop_if_live(run_dir)
+
+
 _JUPYTER_NOTEBOOK_CELLS = [
     """
     from maze_lab.widgets.dashboard import TrainingDashboard
@@ -272,7 +530,7 @@ _JUPYTER_NOTEBOOK_CELLS = [
 
     cockpit = TrainingDashboard(RUN_DIR)
     # figures made empty and filled afterwards, as every live plot is
-    figures = [go.FigureWidget(layout={"title": f"later {i}", "height": 220}) for i in range(3)]
+    figures = [maze_lab.widgets.FigureWidget(layout={"title": f"later {i}", "height": 220}) for i in range(3)]
     for i, fig in enumerate(figures):
         fig.add_scatter(x=list(range(10 + i)), y=[v * v for v in range(10 + i)])
     w.VBox([cockpit.widget, *figures])
@@ -352,7 +610,7 @@ def test_traces_added_after_a_figure_was_redrawn_show_once(tmp_path: Path) -> No
     _skip_without_browser()
 
     cells = ["import asyncio\nimport maze_lab.widgets\nimport plotly.graph_objects as go\n"
-             "fig = go.FigureWidget(layout={'title': 'added later'})\n"
+             "fig = maze_lab.widgets.FigureWidget(layout={'title': 'added later'})\n"
              "fig.add_scatter(x=[0, 1], y=[1, 2], name='first')\nfig",
              # the front-end has asked for the figure's state and got the answer: its drawing was redrawn
              "while not getattr(fig, '_maze_lab_resyncs', 0):\n    await asyncio.sleep(0.05)\n"

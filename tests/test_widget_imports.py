@@ -43,23 +43,3 @@ def test_widgets_wait_for_a_complete_pandas() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True"]
-
-
-def test_the_first_plot_does_not_build_the_iri_grammar() -> None:
-    """plotly's FigureWidget imports jsonschema (through nbformat), which imported rfc3987_syntax and built its
-    grammar: 1-6 s before the first plot of every kernel. The widgets leave it out; it stays importable."""
-    code = textwrap.dedent("""
-        import sys
-        import maze_lab.widgets
-        import plotly.graph_objects as go
-        go.FigureWidget()
-        print("rfc3987_syntax" in sys.modules)
-        import nbformat
-        nb = nbformat.v4.new_notebook()
-        nbformat.validate(nb)
-        import rfc3987_syntax
-        print(rfc3987_syntax.__name__)
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "rfc3987_syntax"]

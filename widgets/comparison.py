@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 
 from maze_lab.run.run_dir import MARKER
 from maze_lab.run.runs import differing_params, find_run_dirs, flatten_config
+from maze_lab.widgets.plotly_widgets import FigureWidget
 from maze_lab.widgets.sources import RunSource, SeriesBook
 from maze_lab.widgets.view import PollingView
 
@@ -38,7 +39,7 @@ _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#
             "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354")
 _EVAL_REWARD = "eval/BaseEnvEvents/reward/mean"
 _TRAIN_REWARD = "train/BaseEnvEvents/reward/mean"
-_FINAL = ("done", "stopped", "failed", "interrupted", "damaged", "deleted")
+_FINAL = ("done", "stopped", "early-stopped", "failed", "interrupted", "died", "damaged", "deleted")
 
 
 _LABEL_PARAMS = 4
@@ -299,6 +300,8 @@ class RunComparison(PollingView):
             value = flat.get(key)
             row[key] = _fmt_value(value) if isinstance(value, list | dict) else value
         errors = [source.load_error and f"statistics: {source.load_error}", _last_line(source.error)]
+        if row["status"] == "died":  # its process is gone: when it was last seen
+            errors.append(source.reason)
         if row["status"] == "not a run":
             below = next(source.run_dir.glob(f"*/{MARKER}"), None) or next(source.run_dir.glob(f"*/*/{MARKER}"), None)
             errors.append(f"{source.run_dir} has no {MARKER}" + (
@@ -364,9 +367,9 @@ class RunComparison(PollingView):
                                            description="colour by")
         self.parcoords_metric.observe(lambda _: self._draw_parcoords(), names="value")
         self.parcoords_note = w.HTML()
-        self.parcoords = go.FigureWidget(data=[go.Parcoords(dimensions=[])],
-                                         layout={"height": 400, "margin": {"t": 100, "b": 30, "l": 80, "r": 80},
-                                                 "title": {"text": "hyperparameters → metric", "y": 0.97}})
+        self.parcoords = FigureWidget(data=[go.Parcoords(dimensions=[])],
+                                      layout={"height": 400, "margin": {"t": 100, "b": 30, "l": 80, "r": 80},
+                                              "title": {"text": "hyperparameters → metric", "y": 0.97}})
         self.tabs = w.Tab(children=[
             w.VBox([self.stat_filter, self.stat_select, self.curve_box]),
             w.VBox([w.HBox([self.sort_by, self.descending]), self.table_html]),
@@ -477,7 +480,7 @@ class RunComparison(PollingView):
         for stat in self._chosen:
             fig = self._figures.get(stat)
             if fig is None:
-                fig = self._figures[stat] = go.FigureWidget(layout={
+                fig = self._figures[stat] = FigureWidget(layout={
                     "title": {"text": stat, "font": {"size": 14}}, "height": 300, "xaxis": {"title": "epoch"},
                     "margin": {"t": 40, "b": 40, "l": 50, "r": 10}, "legend": {"title": {"text": "run"}}})
                 self._drawn[stat] = {}
@@ -576,9 +579,10 @@ class RunComparison(PollingView):
         self.parcoords.close()
 
 
-_STATUS_COLOURS = {"done": "#1e8449", "stopped": "#7d6608", "running": "#1f618d", "paused": "#1f618d",
-                   "starting": "#1f618d", "stopping": "#1f618d", "created": "#1f618d", "failed": "#a93226",
-                   "damaged": "#a93226", "interrupted": "#a04000", "deleted": "#7f8c8d", "not a run": "#7f8c8d"}
+_STATUS_COLOURS = {"done": "#1e8449", "early-stopped": "#1e8449", "stopped": "#7d6608", "running": "#1f618d",
+                   "paused": "#1f618d", "starting": "#1f618d", "stopping": "#1f618d", "created": "#1f618d",
+                   "failed": "#a93226", "died": "#a93226", "damaged": "#a93226", "interrupted": "#a04000",
+                   "deleted": "#7f8c8d", "not a run": "#7f8c8d"}
 _TABLE_CSS = ("<style>.maze-lab-cmp{border-collapse:collapse}.maze-lab-cmp td,.maze-lab-cmp th{padding:3px 9px;"
               "text-align:right;font-family:system-ui,sans-serif;font-size:13px;white-space:nowrap;"
               "border-bottom:1px solid #e5e8e8}.maze-lab-cmp th{background:#f2f3f4}"

@@ -1,7 +1,11 @@
 """The run cockpit: a run's status, progress and controls, and curves of every statistic it logs.
 
-``TrainingDashboard(source)`` reads a live ``RunHandle``, a ``RunContext``, a finished or failed run directory, a
-``LoadedRun`` or a bare ``StatsStore`` (through :class:`~maze_lab.widgets.sources.RunSource`). The statistics to
+``TrainingDashboard(source)`` reads a live ``RunHandle``, a ``RunContext``, an ``AttachedRun`` or the directory of
+any run, live (a detached run, another kernel's, a terminal's), finished, failed or died, a ``LoadedRun`` or a bare
+``StatsStore`` (through :class:`~maze_lab.widgets.sources.RunSource`). A live run gets pause, resume, stop and
+checkpoint buttons: a RunHandle of this kernel is asked directly, any other run through its directory without
+waiting, and the cockpit shows when the run acknowledged the request. A run's ending is shown with its reason (an
+early stop's patience, a failure's last line, when a run that died was last seen). The statistics to
 plot are discovered from the data: every (topic, event, name) the run logged becomes a chart, so a custom env's
 own event topics, imitation learning's and the trainers' statistics show without being listed anywhere. Where an
 event logs ``mean``, ``min`` and ``max`` (rewards, KPIs, most custom statistics) the chart is a mean line over a
@@ -28,15 +32,17 @@ import ipywidgets as w
 import numpy as np
 import plotly.graph_objects as go
 
+from maze_lab.widgets.plotly_widgets import FigureWidget
 from maze_lab.widgets.sources import RunSource, SeriesBook
 from maze_lab.widgets.view import PollingView
 
 STATUS_COLORS = {"starting": "#6e7781", "created": "#6e7781", "running": "#1a7f37", "paused": "#9a6700",
-                 "stopping": "#9a6700", "done": "#0969da", "stopped": "#57606a", "failed": "#cf222e",
-                 "interrupted": "#bc4c00", "damaged": "#cf222e", "deleted": "#cf222e", "unknown": "#6e7781"}
+                 "stopping": "#9a6700", "done": "#0969da", "stopped": "#57606a", "early-stopped": "#0969da",
+                 "failed": "#cf222e", "interrupted": "#bc4c00", "died": "#cf222e", "damaged": "#cf222e",
+                 "deleted": "#cf222e", "unknown": "#6e7781"}
 """The badge colour of each run status."""
 
-ENDED = ("done", "stopped", "failed", "interrupted", "damaged", "deleted")
+ENDED = ("done", "stopped", "early-stopped", "failed", "interrupted", "died", "damaged", "deleted")
 """Statuses after which a run changes no more."""
 
 _PREFIX_COLORS = {"train": "#1f77b4", "eval": "#d62728", "validation": "#2ca02c", "test": "#9467bd"}
@@ -185,16 +191,28 @@ class TrainingDashboard(PollingView):
         self.stop_button = w.Button(description="stop", icon="stop", button_style="danger",
                                     layout=w.Layout(width="80px"), tooltip="stop after the current update and "
                                                                            "write a checkpoint")
-        self.pause_button.on_click(lambda _: self._control("pause"))
-        self.resume_button.on_click(lambda _: self._control("resume"))
-        self.stop_button.on_click(lambda _: self._control("stop"))
-        self.controls = w.HBox([self.pause_button, self.resume_button, self.stop_button])
+        self.checkpoint_button = w.Button(description="checkpoint", icon="save", layout=w.Layout(width="115px"),
+                                          tooltip="write a checkpoint of the current weights now; the run goes on")
+        for button, action in ((self.pause_button, "pause"), (self.resume_button, "resume"),
+                               (self.stop_button, "stop"), (self.checkpoint_button, "checkpoint")):
+            button.add_class(f"maze-lab-cockpit-{action}")
+            button.on_click(lambda _, action=action: self._control(action))
+        self.controls = w.HBox([self.pause_button, self.resume_button, self.stop_button, self.checkpoint_button])
+        self.control_html = w.HTML(layout=w.Layout(display="none"))
+        """The last request to the run and its acknowledgement."""
+        self.control_html.add_class("maze-lab-cockpit-request")
         self.warnings_html = w.HTML(layout=w.Layout(display="none"))
+        self.reason_html = w.HTML(layout=w.Layout(display="none"))
+        """How the run ended, with its reason (a failure's is in :attr:`error_html`)."""
+        self.reason_html.add_class("maze-lab-cockpit-reason")
         self.error_html = w.HTML(layout=w.Layout(display="none"))
         self.draw_error_html = w.HTML(layout=w.Layout(display="none"))
-        header_row = w.HBox([self.status_html, self.progress_bar, self.progress_html, self.controls],
+        header_row = w.HBox([self.status_html, self.progress_bar, self.progress_html, self.controls,
+                             self.control_html],
                             layout=w.Layout(align_items="center", flex_flow="row wrap", grid_gap="10px"))
-        self.header = w.VBox([header_row, self.warnings_html, self.error_html, self.draw_error_html])
+        self.header = w.VBox([header_row, self.warnings_html, self.reason_html, self.error_html,
+                              self.draw_error_html])
+        self._request: Any = None
 
         # ---- statistics picker and curves
         self.filter_text = w.Text(placeholder="filter, e.g. loss kpi reward", layout=w.Layout(width="260px"))
@@ -222,8 +240,9 @@ class TrainingDashboard(PollingView):
         self.tabs = w.Tab(children=[w.VBox([self.picker_panel, self.empty_html, self.curves])])
         self.tabs.set_title(0, "Curves")
         self._own_widgets = [self.status_html, self.progress_bar, self.progress_html, self.pause_button,
-                             self.resume_button, self.stop_button, self.controls, self.warnings_html,
-                             self.error_html, self.draw_error_html, header_row, self.header, self.filter_text,
+                             self.resume_button, self.stop_button, self.checkpoint_button, self.controls,
+                             self.control_html, self.warnings_html, self.reason_html, self.error_html,
+                             self.draw_error_html, header_row, self.header, self.filter_text,
                              self.picker, self.picker_count, defaults, show_all, show_none, buttons, picker_left,
                              picker_box, self.picker_panel, self.curves, self.empty_html, self.tabs.children[0],
                              self.tabs]
@@ -389,7 +408,8 @@ class TrainingDashboard(PollingView):
             _set(self.progress_bar.layout, "display", None)
         else:
             _set(self.progress_bar.layout, "display", "none")
-        _set(self.progress_bar, "bar_style", {"done": "success", "failed": "danger", "stopped": "warning",
+        _set(self.progress_bar, "bar_style", {"done": "success", "early-stopped": "success", "failed": "danger",
+                                              "died": "danger", "stopped": "warning", "interrupted": "warning",
                                               "paused": "warning"}.get(status, "info"))
         parts = [f"epoch {epoch}" + (f" / {n_epochs}" if n_epochs else "")]
         if eta is not None:
@@ -410,6 +430,8 @@ class TrainingDashboard(PollingView):
                                               f"padding:4px 8px'><b>warnings</b><ul style='margin:2px 0'>"
                                               f"{items}</ul></div>")
         _set(self.warnings_html.layout, "display", None if warnings else "none")
+        self._draw_reason(status)
+        self._draw_request()
         error = self.source.error
         if error:
             lines = [line for line in str(error).strip().splitlines() if line.strip()]
@@ -447,26 +469,62 @@ class TrainingDashboard(PollingView):
         return None, None
 
     def _draw_controls(self, status: str) -> None:
-        if not self.source.controllable or status in ENDED:
+        if status in ENDED or not self.source.controllable:
             _set(self.controls.layout, "display", "none")
             return
         _set(self.controls.layout, "display", None)
         _set(self.pause_button, "disabled", status != "running")
         _set(self.resume_button, "disabled", status != "paused")
         _set(self.stop_button, "disabled", status in ("stopping", *ENDED))
+        _set(self.checkpoint_button, "disabled", status not in ("running", "paused"))
+
+    def _draw_reason(self, status: str) -> None:
+        """How the run ended and why (a failure's last line is shown by the error box below)."""
+        reason = self.source.reason if status in ENDED and status != "failed" else None
+        if status == "died" and not reason:
+            seen = self.source.last_seen
+            reason = "its process ended without recording how the run ended" + (f" (last seen {seen})" if seen
+                                                                                  else "")
+        if reason:
+            color = "#cf222e" if status == "died" else "#57606a"
+            background = "#ffebe9" if status == "died" else "#f6f8fa"
+            _set(self.reason_html, "value",
+                 f"<div style='border-left:4px solid {color};background:{background};padding:3px 8px;"
+                 f"font-size:13px' data-status='{html.escape(status, quote=True)}'><b style='color:{color}'>"
+                 f"{html.escape(status)}:</b> {html.escape(' '.join(str(reason).split()))}</div>")
+        _set(self.reason_html.layout, "display", None if reason else "none")
+
+    def _draw_request(self) -> None:
+        """The last request made from this cockpit: waiting for the run, or what the run answered."""
+        request = self._request
+        if request is None:
+            return
+        ack = self.source.acknowledgement(request)
+        asked = datetime.fromtimestamp(request.at).strftime("%H:%M:%S")
+        if ack is None:
+            waited = time.time() - request.at
+            text, color = f"{request.action} requested at {asked}, waiting for the run ({waited:.0f} s)", "#9a6700"
+            state = "pending"
+        elif ack.get("error"):
+            text, color, state = f"{request.action} refused: {ack['error']}", "#cf222e", "refused"
+        else:
+            at = ack.get("at")
+            when = datetime.fromtimestamp(at).strftime("%H:%M:%S") if isinstance(at, int | float) else asked
+            text, color, state = f"{request.action} acknowledged at {when}", "#1a7f37", "acknowledged"
+            if request.action == "checkpoint" and ack.get("checkpoint"):
+                text = f"checkpoint written at {when}: {Path(str(ack['checkpoint'])).name}"
+            elif request.action == "stop":
+                text += ": the run ends after its current update, with a checkpoint"
+        _set(self.control_html, "value",
+             f"<span style='color:{color};font-size:12px' data-action='{request.action}' data-state='{state}'>"
+             f"{html.escape(text)}</span>")
+        _set(self.control_html.layout, "display", None)
 
     def _control(self, action: str) -> None:
-        """A button's action on the run; never blocks the kernel (stop returns at once, the run ends later)."""
-        handle = self.source.handle
-        if handle is None:
-            return
+        """A button's action on the run; never blocks the kernel: the request is made and the cockpit's polling
+        shows when the run acknowledged it (stop returns at once, the run ends after its current update)."""
         try:
-            if action == "stop":
-                handle.stop(timeout=0)
-            elif action == "pause":
-                handle.pause()
-            elif action == "resume":
-                handle.resume()
+            self._request = self.source.request(action)
         except Exception as err:  # noqa: BLE001 - shown, the kernel goes on
             self._show_error(action, err)
         self._guarded(lambda: self._draw_header(self.source.status), "header")
@@ -524,7 +582,7 @@ class TrainingDashboard(PollingView):
         # the traces go in with their data: the state a front-end gets when it connects after the figure was made
         # (voila, a reload) then holds the curves, not empty axes. As dicts: the figure validates them once, where
         # trace objects were validated, then copied and validated again (half the time of making a figure)
-        fig = go.FigureWidget(data=[{"type": "scatter", **t} for t in traces], layout={
+        fig = FigureWidget(data=[{"type": "scatter", **t} for t in traces], layout={
             "template": "none", "title": {"text": chart.title, "font": {"size": 13}, "x": 0.02, "y": 0.97},
             "height": 260, "margin": {"t": 34, "b": 40, "l": 56, "r": 12}, "paper_bgcolor": "#fff",
             "plot_bgcolor": "#fff", "font": {"size": 11}, "hovermode": "x unified",

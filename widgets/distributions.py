@@ -339,6 +339,7 @@ class DistributionsView(PollingView):
         import ipywidgets as w
         import plotly.graph_objects as go
 
+        from maze_lab.widgets.plotly_widgets import FigureWidget
         from maze_lab.widgets.sources import RunSource
 
         self.source = RunSource(source)
@@ -367,10 +368,10 @@ class DistributionsView(PollingView):
                                            layout=w.Layout(width="260px", display="none"))
         self.action_note = w.HTML()
         self.obs_note = w.HTML()
-        self.action_fig = go.FigureWidget(layout=go.Layout(height=330, margin={"l": 60, "r": 20, "t": 60, "b": 50},
-                                                           barmode="overlay"))
-        self.obs_fig = go.FigureWidget(layout=go.Layout(height=330, margin={"l": 60, "r": 20, "t": 70, "b": 50}))
-        self.summary_fig = go.FigureWidget(layout=go.Layout(height=300, margin={"l": 60, "r": 20, "t": 60, "b": 50}))
+        self.action_fig = FigureWidget(layout=go.Layout(height=330, margin={"l": 60, "r": 20, "t": 60, "b": 50},
+                                                        barmode="overlay"))
+        self.obs_fig = FigureWidget(layout=go.Layout(height=330, margin={"l": 60, "r": 20, "t": 70, "b": 50}))
+        self.summary_fig = FigureWidget(layout=go.Layout(height=300, margin={"l": 60, "r": 20, "t": 60, "b": 50}))
         self.summary_box = w.VBox([self.summary_fig], layout=w.Layout(display="none"))
         for control in (self.prefix_select, self.epoch_slider):
             control.observe(lambda _: self._redraw(), names="value")

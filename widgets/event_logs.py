@@ -21,6 +21,7 @@ import ipywidgets as w
 import numpy as np
 import plotly.graph_objects as go
 
+from maze_lab.widgets.plotly_widgets import FigureWidget
 from maze_lab.widgets.view import PollingView
 
 MAX_EVENT_LOG_BYTES = 64 * 1024**2
@@ -443,7 +444,7 @@ class EventLogExplorer(PollingView):
         self.episode_label = w.HTML()
         for picker in (self.log_picker, self.event_picker, self.attribute_picker, self.episode_picker):
             picker.observe(self._on_pick, names="value")
-        self.figure = go.FigureWidget(
+        self.figure = FigureWidget(
             data=[go.Scatter(x=[], y=[], mode="lines+markers", name="value", visible=False),
                   go.Bar(x=[], y=[], name="events", visible=False)],
             layout={"height": 320, "margin": {"t": 40, "b": 40, "l": 50, "r": 10}, "xaxis": {"title": "step"},

@@ -4,6 +4,14 @@ the output directory, replay a run's trajectories (and record new ones), open it
 ``maze-lab lab`` serves ``notebooks/lab.ipynb`` with voila; that notebook shows ``LabApp().widget``. The app works in
 JupyterLab too. Every action of the app catches its errors and shows them in the app: nothing is raised into voila,
 and a run directory that appears, fails or is deleted while the app is open is shown as such.
+
+Runs started from the form are detached (``train_async(detach=True)``): each trains in a process of its own, so a
+reload, a closed tab or a second browser finds the same runs, live, and controls them through their directories (the
+form's Stop, the cockpit's buttons). What the page showed (the form's values, the run started from the form, the run
+open in the cockpit, the comparison or viewer below, the selection) is kept in :data:`STATE_FILE` in the base
+directory and restored by the next page; its run paths are used only where they are run directories under the base
+directory. Each page has a kernel of its own, which voila shuts down when the page goes (see
+:mod:`maze_lab.widgets.lab_server`).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import asyncio
 import contextlib
 import html
 import json
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -21,6 +30,12 @@ from typing import Any
 import ipywidgets as w
 
 from maze_lab.widgets.view import PollingView
+
+STATE_FILE = ".maze_lab_lab_state.json"
+"""What the Lab app's page shows, kept in the base directory for the next page (a reload, another browser)."""
+_STATE_VERSION = 1
+_MAX_TEXT = 20_000
+"""Longest text of a form field restored from the state file."""
 
 # ---- the app ---------------------------------------------------------------------------------------------------------
 _CSS = """<style>
@@ -37,8 +52,8 @@ _CSS = """<style>
 </style>"""
 
 _STATUS_COLORS = {"running": "#1e8449", "starting": "#1e8449", "paused": "#b9770e", "stopping": "#b9770e",
-                  "done": "#1f618d", "stopped": "#6c3483", "failed": "#c0392b", "damaged": "#c0392b",
-                  "interrupted": "#6c3483", "deleted": "#7f8c8d"}
+                  "done": "#1f618d", "early-stopped": "#1f618d", "stopped": "#6c3483", "failed": "#c0392b",
+                  "died": "#c0392b", "damaged": "#c0392b", "interrupted": "#6c3483", "deleted": "#7f8c8d"}
 
 
 def _esc(value: Any) -> str:
@@ -102,13 +117,16 @@ class LabApp(PollingView):
         self.refresh_seconds = float(refresh_seconds)
         self.config_modules = list(config_modules)
         self.handle: Any = None
-        """The RunHandle of the run started from the form (None before the first start)."""
+        """The run started from the form: an AttachedRun (a detached run, also one started before a reload);
+        None before the first start."""
         self.context: Any = None
         self.cockpit: Any = None
         self.detail: Any = None
         """What is open below the runs list: a RunComparison, TrajectoryViewer or ModelGraphView."""
         self.detail_kind: str | None = None
         self.runs_table: Any = None
+        self._open_run: Path | None = None
+        self._detail_runs: list[Path] = []
         self._rollout_task: asyncio.Task | None = None
         self.ticks = 0
         self.errors: list[str] = []
@@ -139,7 +157,8 @@ class LabApp(PollingView):
                                     description="overrides", layout=w.Layout(width="440px", height="118px"),
                                     style={"description_width": "70px"})
         self.start_button = w.Button(description="Start run", icon="play", button_style="success",
-                                     layout=w.Layout(width="130px"), tooltip="train in the background of this app")
+                                     layout=w.Layout(width="130px"),
+                                     tooltip="train in a process of its own (it goes on when this page closes)")
         self.stop_button = w.Button(description="Stop run", icon="stop", button_style="danger",
                                     layout=w.Layout(width="130px"), disabled=True,
                                     tooltip="stop the current run after its current update (a checkpoint is written)")
@@ -214,16 +233,24 @@ class LabApp(PollingView):
         # a hidden figure in the page from the start: in voila the first figure whose model opens after the page
         # loaded (the cockpit's first curve) lost its whole state while the front-end fetched plotly's and
         # anywidget's code for it, and stayed blank; with their code loaded at page load, later figures come up
-        import plotly.graph_objects as go
+        from maze_lab.widgets.plotly_widgets import FigureWidget
 
-        self._plotly_warmup = go.FigureWidget(layout={"height": 20, "width": 20})
+        self._plotly_warmup = FigureWidget(layout={"height": 20, "width": 20})
         warmup = w.Box([self._plotly_warmup], layout=w.Layout(display="none"))
         self.widget = w.VBox([header, self.form_section, self.run_section, self.runs_section, self.detail_section,
                               warmup])
         """The whole app (display it)."""
         self.widget.add_class("maze-lab-app")
         self._runs_signature: Any = None
+        self._restoring = False
+        self._saved_state: bytes | None = None
+        self.state_error: str | None = None
+        """Why the page's state could not be kept or restored (None where it could)."""
         self.refresh_runs()
+        self._guarded("restoring the page", self._restore_state, quiet=True)
+        for field_widget in (self.experiment, self.env, self.env_name, self.algorithm, self.model, self.wrappers,
+                             self.n_epochs, self.overrides, self.runs_select):
+            field_widget.observe(lambda _: self.save_state(), names="value")
 
     # ---- display and polling -----------------------------------------------------------------------------------
     @property
@@ -312,7 +339,8 @@ class LabApp(PollingView):
         return {**chosen, "overrides": values, "experiment": experiment}
 
     def start_run(self) -> Any:
-        """Start a run from the form in the background of this kernel and show its cockpit; returns the handle."""
+        """Start a run from the form, detached (a process of its own that outlives this page and its kernel), and
+        show its cockpit; returns its handle (an AttachedRun)."""
         from maze_lab.run.run_context import RunContext
 
         if self.handle is not None and self.handle.running:
@@ -322,27 +350,58 @@ class LabApp(PollingView):
         self.form_message.value = "<span class='maze-lab-note'>composing the configuration …</span>"
         args = self.run_arguments()
         context = RunContext(**args, silent=True)
-        handle = context.train_async()
+        handle = context.train_async(detach=True)
         self.context, self.handle = context, handle
-        self.form_message.value = _message("ok", f"started {handle.run_dir}")
+        self.form_message.value = _message("ok", f"started {handle.run_dir} (it trains on when this page closes)")
         self.stop_button.disabled = False
         self._show_cockpit(handle, f"{handle.run_dir.parent.name}/{handle.run_dir.name}")
         self.refresh_runs()
+        self.save_state()
         return handle
 
     def stop_run(self) -> None:
-        """Ask the current run to stop after its current update (it writes a checkpoint); returns at once."""
-        if self.handle is None or not self.handle.running:
+        """Ask the run started from the form to stop after its current update (it writes a checkpoint); returns at
+        once: its status shows when it has stopped."""
+        from maze_lab.run.attach import AttachedRun
+        from maze_lab.run.run_status import send_request
+
+        if self.handle is None or not self._live(self.handle):
             self.form_message.value = _message("error", "no run of this app is going on")
             return
-        self.handle.stop(timeout=0)
+        if isinstance(self.handle, AttachedRun):
+            send_request(self.handle.run_dir, "stop")
+        else:  # a RunHandle of this kernel
+            self.handle.stop(timeout=0)
         self.form_message.value = _message("ok", f"stopping {self.handle.run_dir.name} after its current update")
         self._draw_run_status()
+
+    def _live(self, source: Any) -> bool:
+        """Whether the run of ``source`` (a handle or a run directory) trains now."""
+        return self._run_state(source)[1]
+
+    def _run_state(self, source: Any) -> tuple[str, bool, Path]:
+        """(status as a reader shows it, whether a process trains it now, its directory) of a RunHandle, an
+        AttachedRun or a run directory."""
+        from maze_lab.run.attach import AttachedRun, run_state
+        from maze_lab.run.run_status import LIVE
+
+        if not isinstance(source, str | Path | AttachedRun):  # a RunHandle of this kernel
+            return source.status, bool(source.running), Path(source.run_dir)
+        path = Path(source.run_dir if isinstance(source, AttachedRun) else source)
+        try:
+            state = run_state(path)
+        except FileNotFoundError:
+            return ("deleted" if not path.exists() else "created"), False, path
+        except (OSError, ValueError):
+            return "damaged", False, path
+        status = str(state.get("status") or "unknown")
+        return status, status in LIVE and bool(state.get("live")), path
 
     # ---- the cockpit ---------------------------------------------------------------------------------------------
     def _show_cockpit(self, source: Any, label: str) -> None:
         from maze_lab.widgets.dashboard import TrainingDashboard
 
+        self._open_run = Path(source.run_dir if hasattr(source, "run_dir") else source)
         _close(self.cockpit)
         self.cockpit = None
         self.cockpit_box.children = ()
@@ -358,29 +417,22 @@ class LabApp(PollingView):
         self.cockpit_box.children = (cockpit.widget,)
         _start_live(cockpit)
         self._draw_run_status()
+        self.save_state()
 
     def _draw_run_status(self) -> None:
-        """The status line of the open run (``status`` classes let a page or a test find it)."""
+        """The status line of the open run (``status`` classes let a page or a test find it), and the form's Stop
+        for the run started from the form."""
+        if self.handle is not None and getattr(self, "_cockpit_source", None) is not self.handle:
+            _, handle_live, _ = self._run_state(self.handle)
+            if self.stop_button.disabled == handle_live:
+                self.stop_button.disabled = not handle_live
         source = getattr(self, "_cockpit_source", None)
         if source is None:
             return
-        if hasattr(source, "status") and hasattr(source, "running"):  # a RunHandle
-            status = source.status
-            running = source.running
-            where = source.run_dir
-        else:
-            summary_file = Path(source) / "maze_lab_run.json"
-            try:
-                status = json.loads(summary_file.read_text()).get("status", "unknown")
-            except FileNotFoundError:
-                status = "deleted" if not Path(source).exists() else "created"
-            except (OSError, ValueError):
-                status = "damaged"
-            running = status in ("running", "starting", "paused", "stopping")
-            where = Path(source)
+        status, running, where = self._run_state(source)
         checkpoint = (Path(where) / "checkpoints")
         note = ""
-        if not running and status in ("stopped", "done"):
+        if not running and status in ("stopped", "done", "early-stopped", "interrupted"):
             last = sorted(p.name for p in checkpoint.glob("*")) if checkpoint.is_dir() else []
             note = f" · checkpoints: {', '.join(last)}" if last else ""
         color = _STATUS_COLORS.get(status, "#1b2631")
@@ -389,8 +441,119 @@ class LabApp(PollingView):
         self.run_status.value = (f"<span class='maze-lab-note'>run directory <code>{_esc(where)}</code>{_esc(note)}"
                                  f"</span> <b class='maze-lab-status' data-status='{_esc(status)}' "
                                  f"style='color:{color};display:{shown}'>{_esc(status)}</b>")
-        if self.handle is not None and source is self.handle:
+        if self.handle is not None and source is self.handle and self.stop_button.disabled == running:
             self.stop_button.disabled = not running
+
+    # ---- the page's state, kept for the next page -------------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        """Where the page's state is kept (:data:`STATE_FILE` in the base directory)."""
+        return self.base_dir / STATE_FILE
+
+    def state(self) -> dict[str, Any]:
+        """What the page shows, as plain values and run directory paths (what :meth:`save_state` writes)."""
+        detail = None
+        if self.detail_kind is not None and self._detail_runs:
+            detail = {"kind": self.detail_kind, "runs": [str(r) for r in self._detail_runs]}
+        return {
+            "version": _STATE_VERSION,
+            "form": {"experiment": self.experiment.value, "env": self.env.value, "env_name": self.env_name.value,
+                     "algorithm": self.algorithm.value, "model": self.model.value, "wrappers": self.wrappers.value,
+                     "n_epochs": int(self.n_epochs.value), "overrides": self.overrides.value},
+            "current_run": None if self.handle is None else str(self.handle.run_dir),
+            "open_run": None if self._open_run is None else str(self._open_run),
+            "detail": detail,
+            "selected": [str(v) for v in self.runs_select.value],
+        }
+
+    def save_state(self) -> None:
+        """Write :meth:`state` into :attr:`state_file` (atomically; a page that cannot write it goes on without)."""
+        if self._restoring or self._closed:
+            return
+        from maze_lab.core.utils.atomic import write_atomic
+
+        try:
+            data = json.dumps(self.state(), indent=1).encode()
+            if data == self._saved_state and self.state_file.exists():
+                return  # unchanged (the runs list re-selects its selection when it changes)
+            self.base_dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.state_file, data)
+            self._saved_state = data
+            self.state_error = None
+        except (OSError, TypeError, ValueError) as err:
+            self.state_error = f"the page's state could not be kept in {self.state_file}: {err}"
+
+    def _run_path(self, value: Any) -> Path | None:
+        """``value`` as a run directory under the base directory (its path as the runs list gives it), or None
+        where it is anything else: not text, not absolute, outside the base directory (also through a link), not
+        a run directory."""
+        from maze_lab.run.run_dir import MARKER
+
+        if not isinstance(value, str) or not value or len(value) > 4096 or "\x00" in value:
+            return None
+        path = Path(value)
+        if not path.is_absolute():
+            return None
+        path = Path(os.path.normpath(path))
+        base = self.base_dir.resolve()
+        try:
+            resolved = path.resolve(strict=True)
+            path.relative_to(self.base_dir)
+            resolved.relative_to(base)
+        except (OSError, ValueError, RuntimeError):
+            return None
+        if resolved == base or not resolved.is_dir() or not (resolved / MARKER).is_file():
+            return None
+        return path
+
+    def _restore_state(self) -> None:
+        """Show what the last page showed (see :meth:`state`); a value that does not fit is left out."""
+        from maze_lab.run.attach import AttachedRun
+        from maze_lab.run.run_status import read_small_json
+
+        state = read_small_json(self.state_file)
+        if not state or state.get("version") != _STATE_VERSION:
+            return
+        self._restoring = True
+        try:
+            form = state.get("form") if isinstance(state.get("form"), dict) else {}
+            # the env first: choosing it picks its model and wrappers, which the saved values then replace
+            for name in ("experiment", "env", "algorithm", "model", "wrappers"):
+                dropdown, value = getattr(self, name), form.get(name)
+                values = [o[1] if isinstance(o, tuple) else o for o in dropdown.options]
+                if isinstance(value, str) and value in values:
+                    dropdown.value = value
+            if isinstance(form.get("env_name"), str) and len(form["env_name"]) <= 200:
+                self.env_name.value = form["env_name"]
+            n_epochs = form.get("n_epochs")
+            if isinstance(n_epochs, int) and not isinstance(n_epochs, bool) and \
+                    self.n_epochs.min <= n_epochs <= self.n_epochs.max:
+                self.n_epochs.value = n_epochs
+            if isinstance(form.get("overrides"), str) and len(form["overrides"]) <= _MAX_TEXT:
+                self.overrides.value = form["overrides"]
+            current = self._run_path(state.get("current_run"))
+            if current is not None:
+                self.handle = AttachedRun(current)
+                self.stop_button.disabled = not self._live(self.handle)
+            opened = self._run_path(state.get("open_run"))
+            if opened is not None:
+                self._open(opened)
+            listed = {v for _, v in self.runs_select.options}
+            selected = state.get("selected") if isinstance(state.get("selected"), list) else []
+            paths = [self._run_path(v) for v in selected[:1000]]
+            self.runs_select.value = tuple(dict.fromkeys(str(p) for p in paths if p is not None and str(p) in listed))
+            detail = state.get("detail") if isinstance(state.get("detail"), dict) else {}
+            runs = detail.get("runs") if isinstance(detail.get("runs"), list) else []
+            runs = [r for r in (self._run_path(v) for v in runs[:100]) if r is not None]
+            kind = detail.get("kind")
+            if kind == "comparison" and len(runs) >= 2:
+                self._compare(runs)
+            elif kind == "trajectories" and len(runs) == 1:
+                self._show_trajectories(runs[0])
+            elif kind == "graph" and len(runs) == 1:
+                self._graph(runs[0])
+        finally:
+            self._restoring = False
 
     # ---- runs ------------------------------------------------------------------------------------------------------
     def refresh_runs(self) -> bool:
@@ -401,7 +564,7 @@ class LabApp(PollingView):
         table = list_runs(self.base_dir)
         self.runs_table = table
         rows = [] if table.empty else table.to_dict("records")
-        signature = tuple((r["run_dir"], r["status"], r["epoch"], r["best_eval_reward"]) for r in rows)
+        signature = tuple((r["run_dir"], r["status"], r["live"], r["epoch"], r["best_eval_reward"]) for r in rows)
         if signature == self._runs_signature:
             return False
         self._runs_signature = signature
@@ -426,11 +589,15 @@ class LabApp(PollingView):
             name = path.relative_to(self.base_dir).as_posix()
         except ValueError:
             name = str(path)
-        parts = [f"{name:<40}", f"{str(row.get('status') or '?'):<9}"]
+        status = str(row.get("status") or "?")
+        # `live`: a process trains it now (this page's, another page's, a terminal's); `died`: its process is gone
+        parts = [f"{name:<40}", f"{status:<13}", "live" if row.get("live") is True else "    "]
         parts.append(f"{row.get('algorithm') or '':<6} {row.get('env') or '':<16}")
         parts.append(f"epoch {_fmt(row.get('epoch')):>4}")
         parts.append(f"best eval {_fmt(row.get('best_eval_reward')):>7}")
-        if row.get("reason"):
+        if status == "died":
+            parts.append(f"(its process is gone; last seen {row.get('last_seen') or 'unknown'})")
+        elif row.get("reason"):
             parts.append(f"({' '.join(str(row['reason']).split())[:80]})")
         return "  ".join(parts)
 
@@ -447,10 +614,13 @@ class LabApp(PollingView):
         return runs[0]
 
     def open_selected(self) -> None:
-        """Show the selected run in the cockpit (the run started from the form shows its live handle)."""
+        """Show the selected run in the cockpit (the run started from the form shows its handle)."""
         run = self._one_selected("open")
         if run is None:
             return
+        self._open(run)
+
+    def _open(self, run: Path) -> None:
         if self.handle is not None and Path(self.handle.run_dir) == run:
             self._show_cockpit(self.handle, f"{run.parent.name}/{run.name}")
         else:
@@ -466,13 +636,16 @@ class LabApp(PollingView):
         self.detail_section.layout.display = None
         if owner is not None:
             _start_live(owner)
+        self.save_state()
 
     def close_detail(self) -> None:
         """Close the comparison, viewer or graph that is open."""
         _close(self.detail)
         self.detail, self.detail_kind = None, None
+        self._detail_runs = []
         self.detail_box.children = ()
         self.detail_section.layout.display = "none"
+        self.save_state()
 
     def compare_selected(self) -> None:
         """Overlay the selected runs (two or more) in a RunComparison."""
@@ -481,10 +654,14 @@ class LabApp(PollingView):
             self.runs_message.value = _message("error", f"select two or more runs to compare ({len(runs)} "
                                                         f"selected)")
             return
+        self._compare(runs)
+
+    def _compare(self, runs: list[Path]) -> None:
         from maze_lab.widgets.comparison import RunComparison
 
         self.runs_message.value = ""
         comparison = RunComparison([str(r) for r in runs])
+        self._detail_runs = list(runs)
         self._show_detail("comparison", f"comparison of {len(runs)} runs", comparison, comparison.widget)
 
     def _update_comparison(self) -> None:
@@ -530,6 +707,7 @@ class LabApp(PollingView):
                                                    f"{type(err).__name__}: {err}", traceback.format_exc()))
         box = w.VBox([controls, content])
         box.add_class("maze-lab-trajectories")
+        self._detail_runs = [run]
         self._show_detail("trajectories", f"trajectories of {run.parent.name}/{run.name} "
                                           f"({len(episodes)} episode{'s' if len(episodes) != 1 else ''})", viewer, box)
 
@@ -570,7 +748,11 @@ class LabApp(PollingView):
         run = self._one_selected("show its model graph")
         if run is None:
             return
+        self._graph(run)
+
+    def _graph(self, run: Path) -> None:
         from maze_lab.widgets.model_graph import ModelGraphView
 
         view = ModelGraphView(str(run))
+        self._detail_runs = [run]
         self._show_detail("graph", f"model graph of {run.parent.name}/{run.name}", view, view.widget)

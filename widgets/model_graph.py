@@ -298,6 +298,7 @@ class ModelGraphView(PollingView):
         import ipywidgets as w
         import plotly.graph_objects as go
 
+        from maze_lab.widgets.plotly_widgets import FigureWidget
         from maze_lab.widgets.sources import RunSource
 
         self.source = RunSource(source)
@@ -315,7 +316,7 @@ class ModelGraphView(PollingView):
         self.graph_select = w.Dropdown(description="graph", options=[], layout=w.Layout(width="260px",
                                                                                          display="none"))
         self.details = w.HTML(value=self._details_html(None), layout=w.Layout(width="300px", min_width="260px"))
-        self.figure = go.FigureWidget(layout=go.Layout(
+        self.figure = FigureWidget(layout=go.Layout(
             height=520, margin={"l": 10, "r": 10, "t": 50, "b": 10}, dragmode="pan", showlegend=False,
             plot_bgcolor="#ffffff", hovermode="closest",
             xaxis={"visible": False}, yaxis={"visible": False, "autorange": "reversed", "scaleanchor": "x"},

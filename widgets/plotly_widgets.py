@@ -1,19 +1,18 @@
 """plotly FigureWidgets that come up with their current data every time: in voila, in a re-opened notebook, after
-a browser reload, and when many figures open at once. :func:`make_plotly_widgets_robust` is applied when
-``maze_lab.widgets`` is imported.
+a browser reload, and when many figures open at once: :class:`FigureWidget`, a subclass of plotly's that every
+figure of the widgets is made from (``maze_lab.widgets.FigureWidget`` for a notebook's own figures). plotly's
+``go.FigureWidget`` itself is left as it is.
 """
 
 from __future__ import annotations
 
 import json
 from copy import deepcopy
-from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
-
-_PATCHED = False
-
+import plotly
+import plotly.graph_objects as go
 
 _RESYNC = "maze_lab_figure_state"
 """The custom message a figure's front-end sends once it is ready, and the kernel's answer after the state."""
@@ -25,7 +24,7 @@ _BUNDLE_ATTRIBUTE = "_maze_lab_bundle"
 
 def _figure_esm(key: str) -> str:
     """The small anywidget module of every figure: plotly's widget code comes once per page from one widget
-    (see :func:`make_plotly_widgets_robust`) and is evaluated once; a figure's start (what anywidget gives 2 s)
+    (see :class:`FigureWidget`) and is evaluated once; a figure's start (what anywidget gives 2 s)
     does not wait for it, only its drawing does. Once a figure is set up it asks the kernel for the figure as it is
     now, and redraws the views that were drawn from an older state."""
     return f"""const KEY = {json.dumps(key)};
@@ -157,11 +156,21 @@ def _bundle_holder(source: str) -> Any:
     return _BUNDLE_HOLDER
 
 
-def make_plotly_widgets_robust() -> None:
-    """Make every plotly FigureWidget created afterwards come up with its current data in voila, in a re-opened
-    notebook and after a browser reload (idempotent).
+def _plotly_bundle() -> str | None:
+    """plotly's widget code (the module of its FigureWidget), where it is an anywidget module this was made for."""
+    esm = getattr(go.FigureWidget, "_esm", None)
+    bundle = str(esm) if esm is not None else None  # anywidget keeps a file module as FileContents: str reads it
+    return bundle if bundle is not None and "export" in bundle else None
 
-    Two things made figures blank:
+
+_PLOTLY_BUNDLE = _plotly_bundle()
+
+
+class FigureWidget(go.FigureWidget):
+    """plotly's FigureWidget that comes up with its current data in voila, in a re-opened notebook and after a
+    browser reload, also when many figures open at once (use it as ``go.FigureWidget``).
+
+    Three things made plotly's figures blank:
 
     - A FigureWidget sends later changes (new traces, new points) as transient messages and keeps its synced state
       (``_widget_data``, ``_widget_layout``) as it was when it was created. A front-end that connects later (voila,
@@ -177,19 +186,18 @@ def make_plotly_widgets_robust() -> None:
     - Changes sent while a figure's module was still loading (a figure made and filled in one go, as the cockpit
       does) reach the front-end before plotly's code listens for them and are lost: the figure stays as created
       ("4 of 5 figures came up as empty axes"). Here a figure's front-end asks for the current state once it is
-      ready, and redraws a view that was drawn before the answer came.
+      ready (the custom message ``maze_lab_figure_state``), and redraws a view that was drawn before the answer came;
+      ``_maze_lab_resyncs`` counts the answers given.
+
+    With a plotly whose widget code is not an anywidget module (a version this was not made for) the figure keeps
+    plotly's module and is brought up to date when its state is asked for.
     """
-    global _PATCHED
-    if _PATCHED:
-        return
-    import plotly
-    from plotly.basewidget import BaseFigureWidget
 
-    original_get_state = BaseFigureWidget.get_state
+    # anywidget sends a class's ``_esm`` as the model's module (AnyWidget.__init__ reads it from the instance's class)
+    _esm = (_figure_esm(f"__maze_lab_plotly_widget_{plotly.__version__}") if _PLOTLY_BUNDLE is not None
+            else go.FigureWidget._esm)
 
-    original_custom_msg = BaseFigureWidget._handle_custom_msg
-
-    def current_state(self: Any) -> bool:
+    def _current_state(self) -> bool:
         if "_layout_obj" not in self.__dict__ or "_data" not in self.__dict__:
             return False
         # written without notification: only the front-end that asks receives it
@@ -197,29 +205,19 @@ def make_plotly_widgets_robust() -> None:
         self._trait_values["_widget_layout"] = deepcopy(self._layout_obj._props)
         return True
 
-    def get_state(self: Any, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
         if key is None:
-            current_state(self)
-        state = original_get_state(self, key=key, drop_defaults=drop_defaults)
-        if key is None and bundle is not None:
-            state[_BUNDLE_ATTRIBUTE] = _bundle_holder(bundle).model_id
+            self._current_state()
+        state = super().get_state(key=key, drop_defaults=drop_defaults)
+        if key is None and _PLOTLY_BUNDLE is not None:
+            state[_BUNDLE_ATTRIBUTE] = _bundle_holder(_PLOTLY_BUNDLE).model_id
         return state
 
-    def handle_custom_msg(self: Any, content: Any, buffers: Any) -> None:
+    def _handle_custom_msg(self, content: Any, buffers: Any) -> None:
         if isinstance(content, dict) and content.get("type") == _RESYNC:
-            if current_state(self):
+            if self._current_state():
                 self.send_state(["_widget_data", "_widget_layout"])
             self.send({"type": _RESYNC})  # after the state: the front-end has it when this arrives
             self._maze_lab_resyncs = getattr(self, "_maze_lab_resyncs", 0) + 1  # answers given (tests wait on it)
             return
-        original_custom_msg(self, content, buffers)
-
-    esm = getattr(BaseFigureWidget, "_esm", None)
-    bundle = esm.read_text() if isinstance(esm, Path) else str(esm) if esm is not None else None
-    if bundle is not None and "export" in bundle:
-        BaseFigureWidget._esm = _figure_esm(f"__maze_lab_plotly_widget_{plotly.__version__}")
-    else:
-        bundle = None
-    BaseFigureWidget.get_state = get_state
-    BaseFigureWidget._handle_custom_msg = handle_custom_msg
-    _PATCHED = True
+        super()._handle_custom_msg(content, buffers)

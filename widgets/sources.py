@@ -1,34 +1,57 @@
 """What every widget reads: a run's statistics, and where known its live handle and its directory.
 
-A widget is given a ``RunHandle`` (a run training in this kernel), a ``RunContext``, a ``LoadedRun``, a
-``StatsStore`` or a run directory. :class:`RunSource` turns any of them into the same few things: the StatsStore
-(kept up to date with :meth:`RunSource.refresh`), the status and error of the run, its progress, its summary and
-configuration (read as data only), and the handle for pause / resume / stop where the run trains in this kernel.
-A run directory may belong to a run of another process (a ``maze-lab train`` in a terminal, another user's
-notebook): its ``stats.arrows`` is followed as it grows, and its status read from ``maze_lab_run.json``.
+A widget is given a ``RunHandle`` (a run training in this kernel), a ``RunContext``, an ``AttachedRun``, a
+``LoadedRun``, a ``StatsStore`` or a run directory. :class:`RunSource` turns any of them into the same few things: the
+StatsStore (kept up to date with :meth:`RunSource.refresh`), the status, reason and error of the run, its progress,
+its summary and configuration (read as data only), and the requests a live run takes (pause, resume, stop,
+checkpoint; :meth:`RunSource.request`).
+
+A run directory may belong to a run of another process (a detached run, a ``maze-lab train`` in a terminal, another
+kernel): its ``stats.arrows`` is followed as it grows, its status is the one a reader must show (``died`` where the
+process that owns it is gone; see :func:`maze_lab.run.run_status.resolve_status`), and requests reach it through its
+control file without waiting (the run acknowledges them in its summary, which the next poll reads). A ``RunHandle``
+of this kernel is asked directly.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from maze_lab.core.log_stats.writers import StatsStore
+from maze_lab.run.run_status import ENDED, LIVE, RunControlError, resolve_status, send_request
 
 _KEYS = ["prefix", "topic", "event", "name"]
+
+
+@dataclass
+class Request:
+    """A request made to a run through :meth:`RunSource.request`, and its acknowledgement once the run gave it."""
+
+    action: str
+    at: float = field(default_factory=time.time)
+    seq: int | None = None
+    """Its number in the run's control file (None for a RunHandle of this kernel, asked directly)."""
+    ack: dict[str, Any] | None = None
+    """``at``, ``error`` and (a checkpoint) ``checkpoint`` once the run acknowledged it; None before."""
 
 
 class RunSource:
     """One run as widgets see it.
 
     :param source: a RunHandle (live, controllable), a RunContext (its run; live where it trains in the background),
-        a LoadedRun, a StatsStore (statistics only) or the path of a run directory (followed while it grows).
+        an AttachedRun (a run of any process, e.g. a detached one: followed through its directory), a LoadedRun, a
+        StatsStore (statistics only) or the path of a run directory (followed while it grows).
     """
 
     def __init__(self, source: Any):
+        from maze_lab.run.attach import AttachedRun
+
         self.handle: Any = None
         self.run_dir: Path | None = None
         self._store: StatsStore | None = None
@@ -38,6 +61,8 @@ class RunSource:
                                                                     source._follow)
         elif isinstance(source, StatsStore):
             self._store = source
+        elif isinstance(source, AttachedRun):  # a run of another process: its directory is the way to it
+            self.run_dir, self._follow = source.run_dir, True
         elif hasattr(source, "store") and hasattr(source, "progress") and hasattr(source, "run_dir"):  # RunHandle
             self.handle, self._store, self.run_dir = source, source.store, Path(source.run_dir)
         elif hasattr(source, "_single"):  # RunContext
@@ -55,7 +80,9 @@ class RunSource:
                             f"{type(source).__name__}")
         self.load_error: str | None = None
         self._summary: dict[str, Any] = {}
+        self._resolved: dict[str, Any] = {}
         self._summary_read = 0.0
+        self._checkpoint_thread: threading.Thread | None = None
 
     # ---- statistics -----------------------------------------------------------------------------------------
     @property
@@ -115,16 +142,41 @@ class RunSource:
                     if not self.run_dir.exists() else {"status": "created"}
             except (OSError, ValueError) as err:
                 self._summary = {"status": "damaged", "error": str(err)}
+            # the status a reader shows: `died` where the summary says the run trains but its process is gone
+            self._resolved = resolve_status(self.run_dir, self._summary)
             self._summary_read = now
         return self._summary
 
+    def resolved(self, max_age: float = 0.5) -> dict[str, Any]:
+        """The run's status as a reader shows it, read with :meth:`summary`: ``status`` (``died`` where its owner is
+        gone), ``reason``, ``live`` (a process trains it now), ``last_seen`` and ``owner``; ``{}`` without a
+        directory."""
+        self.summary(max_age)
+        return self._resolved
+
     @property
     def status(self) -> str:
-        """starting / running / paused / stopping / done / stopped / failed (and interrupted, damaged, deleted,
-        unknown for directories)."""
+        """starting / running / paused / stopping / done / stopped / early-stopped / failed (and interrupted, died,
+        damaged, deleted, unknown for directories)."""
         if self.handle is not None:
             return self.handle.status
-        return str(self.summary().get("status", "unknown" if self.run_dir is None else "created"))
+        status = self.resolved().get("status") or self.summary().get("status")
+        return str(status or ("unknown" if self.run_dir is None else "created"))
+
+    @property
+    def reason(self) -> str | None:
+        """Why the run ended as it did (an early stop's patience, a stop on request, when a run that died was last
+        seen, a failure's one line); None while it trains or where nothing was recorded."""
+        if self.handle is not None:
+            if self.handle.running or self.run_dir is None:
+                return None
+            return self.summary(max_age=0).get("reason")  # written as the run ended: read it anew
+        return self.resolved().get("reason") if self.status in ENDED else None
+
+    @property
+    def last_seen(self) -> str | None:
+        """When the process that owns the run last beat its heartbeat (ISO time), where known."""
+        return self.resolved().get("last_seen") if self.run_dir is not None else None
 
     @property
     def error(self) -> str | None:
@@ -139,12 +191,69 @@ class RunSource:
         """Whether new statistics may still come."""
         if self.handle is not None:
             return bool(self.handle.running)
-        return self._follow and self.status in ("created", "running", "starting", "stopping", "paused")
+        return self._follow and self.status in LIVE
 
     @property
     def controllable(self) -> bool:
-        """Whether pause / resume / stop reach the run (it trains in this kernel)."""
-        return self.handle is not None
+        """Whether pause / resume / stop / checkpoint reach the run: it trains in this kernel (a RunHandle), or a
+        live process owns its directory (a detached run, another kernel's, a terminal's)."""
+        if self.handle is not None:
+            return True
+        return self._follow and bool(self.resolved().get("live")) and self.status in LIVE
+
+    # ---- requests ----------------------------------------------------------------------------------------------
+    def request(self, action: str) -> Request:
+        """Ask the run for ``action`` (pause, resume, stop, checkpoint) without waiting: a RunHandle of this kernel
+        directly (a checkpoint is waited for in a thread), any other run through its control file. Follow the
+        answer with :meth:`acknowledgement`. Raises RunControlError where the run takes no requests (it has ended,
+        or no process owns it)."""
+        request = Request(action)
+        handle = self.handle
+        if handle is not None:
+            if action == "stop":
+                handle.stop(timeout=0)
+            elif action == "pause":
+                handle.pause()
+            elif action == "resume":
+                handle.resume()
+            elif action == "checkpoint":
+                if self._checkpoint_thread is not None and self._checkpoint_thread.is_alive():
+                    raise RunControlError("a checkpoint is being written; wait for it")
+
+                def write() -> None:
+                    try:
+                        path = handle.checkpoint(timeout=None)
+                        request.ack = {"at": time.time(), "error": None,
+                                       "checkpoint": None if path is None else str(path)}
+                    except Exception as err:  # noqa: BLE001 - shown with the request
+                        request.ack = {"at": time.time(), "error": f"{type(err).__name__}: {err}"}
+
+                self._checkpoint_thread = threading.Thread(target=write, daemon=True,
+                                                           name=f"maze-lab checkpoint {self.name}")
+                self._checkpoint_thread.start()
+                return request
+            else:
+                raise ValueError(f"unknown request {action!r}; one of pause, resume, stop, checkpoint")
+            request.ack = {"at": time.time(), "error": None}
+            return request
+        if self.run_dir is None:
+            raise RunControlError("statistics alone take no requests: there is no run to ask")
+        if not self.controllable:
+            state = self.resolved(max_age=0)
+            why = state.get("reason") or f"status {state.get('status')}"
+            raise RunControlError(f"the run takes no {action} request: it is not training ({why})")
+        request.seq = send_request(self.run_dir, action)
+        self._summary_read = 0.0  # the next look reads the summary anew
+        return request
+
+    def acknowledgement(self, request: Request) -> dict[str, Any] | None:
+        """The run's answer to ``request`` (``at``, ``error``, ``checkpoint``), once it gave one; None before."""
+        if request.ack is not None or request.seq is None:
+            return request.ack
+        control = self.summary().get("control")
+        if isinstance(control, dict) and isinstance(control.get("seq"), int) and control["seq"] >= request.seq:
+            request.ack = dict(control) if control["seq"] == request.seq else {"at": control.get("at"), "error": None}
+        return request.ack
 
     def progress(self) -> dict[str, Any]:
         """epoch, n_epochs, env_steps, last_eval_reward, warnings (what is known)."""
@@ -154,7 +263,8 @@ class RunSource:
         out = {k: summary.get(k) for k in ("epoch", "env_steps", "last_eval_reward", "best_eval_reward",
                                            "best_epoch")}
         out["status"] = self.status
-        out["n_epochs"] = self._target_epochs()
+        target = summary.get("target_epochs")  # what the run was asked for (a detached run's n_epochs too)
+        out["n_epochs"] = target if isinstance(target, int) and target > 0 else self._target_epochs()
         if out["epoch"] is None and len(self.store):
             out["epoch"] = int(max(row[0] for row in self.store.rows_since(0)[0]))
         out["warnings"] = []

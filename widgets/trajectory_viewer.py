@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 from maze_lab.core.trajectory.files import TrajectoryLimits
 from maze_lab.core.trajectory.frames import encode_png
 from maze_lab.core.trajectory.records import EpisodeRecord, StepRecord
+from maze_lab.widgets.plotly_widgets import FigureWidget
 from maze_lab.widgets.trajectory_data import TrajectoryData, finite_or_none
 
 _PANEL_CSS = ("font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; font-size: 13px; line-height: 1.45; "
@@ -157,7 +158,7 @@ class TrajectoryViewer:
         self.image = w.Image(format="png", layout=w.Layout(max_width="820px"))
         self.note = w.HTML()
         self.info = w.HTML(layout=w.Layout(min_width="300px", max_width="460px", overflow="auto"))
-        self.strip = go.FigureWidget()
+        self.strip = FigureWidget()
         """The reward/KPI strip (see :func:`strip_figure` for its traces); clicking it selects a step."""
         self._strip_box = w.Box([self.strip], layout=w.Layout(width="100%", max_width="1300px"))
         self._strip_key: tuple | None = None
@@ -303,7 +304,7 @@ class TrajectoryViewer:
                 self.strip.layout.shapes[0].update(x0=fig.layout.shapes[0].x0, x1=fig.layout.shapes[0].x1)
             return
         old = self.strip
-        self.strip = go.FigureWidget(fig)
+        self.strip = FigureWidget(fig)
         for trace in self.strip.data[:2]:
             trace.on_click(self._strip_clicked)
         self._strip_box.children = [self.strip]
