@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -253,7 +254,6 @@ def test_the_lab_server_shuts_down_kernels_without_a_page() -> None:
     kernel is shut down once no page has been connected to it for its timeout, whatever it sends; one whose page
     is connected, or still loading within its grace, stays."""
     import asyncio
-    import time
 
     from maze_lab.cli import lab_app_command
     from maze_lab.widgets.lab_server import LabKernelManager
@@ -430,15 +430,20 @@ def _stop_if_live(run_dir: Path | None) -> None:
 
 CULL_S = 3
 """Seconds after its page left that the test's server shuts a kernel down (users get minutes)."""
+DETACHED_OVERRIDES = [o.replace("epoch_length=1", "epoch_length=4") for o in LIVE_OVERRIDES]
+"""A run of epochs of a few updates: it goes on until it is stopped, with a few hundred epochs to draw per page."""
+DETACHED_EPOCHS = "1500"
+"""Long enough for the test (a minute or two of training), short enough that a run a killed test left behind (no
+``finally``) ends by itself within minutes."""
 
 
 @pytest.mark.browser
 def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path) -> None:
     """A run started from the form trains in a process of its own: after a reload the page shows what it showed
     (form, open run), the run is listed live and the reloaded page's Stop stops it. Pages closed without a word to
-    the server (a killed tab: no ``beforeunload``) leave no kernels once the cull interval has passed, although
-    their cockpits of the live run kept sending updates."""
+    the server (a killed tab: no ``beforeunload``) leave no kernels once the cull interval has passed."""
     _skip_without_browser()
+    from maze_lab.run.attach import attach
     from maze_lab.run.run_dir import RunDirectory
 
     base = tmp_path / "runs"
@@ -451,9 +456,10 @@ def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path)
         with chromium_page(width=1400, height=1000) as page:
             page.goto(server.url)
             page.wait_for_selector(".maze-lab-app .maze-lab-start", timeout=120_000)
-            overrides = "\n".join(LIVE_OVERRIDES)
+            started = time.monotonic()
+            overrides = "\n".join(DETACHED_OVERRIDES)
             page.fill(".maze-lab-overrides textarea", overrides)
-            page.fill(".maze-lab-n-epochs input", "100000")
+            page.fill(".maze-lab-n-epochs input", DETACHED_EPOCHS)
             page.press(".maze-lab-n-epochs input", "Enter")
             page.click(".maze-lab-start")
             wait_until(lambda: _status(page) in ("running", "starting"), timeout=60, what="the run to start")
@@ -462,10 +468,11 @@ def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path)
             first_kernel = page_kernel_id(page)
 
             # ---- reload: a new kernel shows what the page showed, and the run goes on, live
+            phases = {"start": time.monotonic() - started}
             page.reload()
             page.wait_for_selector(".maze-lab-app .maze-lab-start", timeout=120_000)
             assert page.input_value(".maze-lab-overrides textarea") == overrides
-            assert page.input_value(".maze-lab-n-epochs input") == "100000"
+            assert page.input_value(".maze-lab-n-epochs input") == DETACHED_EPOCHS
             option = page.locator(".maze-lab-runs option").first
             wait_until(lambda: re.search(rf"{run_dir.name}\s+running\s+live", option.inner_text()), timeout=30,
                        what=f"the run listed as running and live (listed: {option.inner_text()!r})")
@@ -483,9 +490,27 @@ def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path)
             screenshot(page, "lab_cockpit_detached_run", locator=cockpit)
             screenshot(page, "lab_runs_reloaded", locator=page.locator(".maze-lab-runs").locator("xpath=.."))
             reloaded_kernel = page_kernel_id(page)
+            phases["reload"] = time.monotonic() - started - sum(phases.values())
 
+            # ---- the kernel that started the run is gone (culled after the reload): the run trains on
+            wait_until(lambda: not kernel_known(server, first_kernel), timeout=CULL_S + 60,
+                       what="the first page's kernel to be shut down")
+            assert attach(run_dir).running
+
+            # ---- stop it from the reloaded page
+            page.click(".maze-lab-stop")
+            wait_until(lambda: _status(page) == "stopped", timeout=120, what="the status 'stopped'")
+            assert json.loads((run_dir / "maze_lab_run.json").read_text())["status"] == "stopped"
+            assert RunDirectory(run_dir).last_checkpoint.exists()
+            wait_until(lambda: not page.locator(".maze-lab-stop").is_enabled(), timeout=30,
+                       what="the form's Stop disabled")
+            reason = page.locator(".maze-lab-cockpit .maze-lab-cockpit-reason")
+            wait_until(lambda: "stopped on request" in reason.inner_text(), timeout=30, what="the ending's reason")
+            screenshot(page, "lab_cockpit_stopped", locator=page.locator(".maze-lab-cockpit .maze-lab-cockpit-header"))
+
+            phases["stop"] = time.monotonic() - started - sum(phases.values())
             # ---- ten more pages (two batches of five at once: the server starts their kernels side by side), each
-            # closed without telling the server; their cockpits follow the live run and keep sending its epochs
+            # closed once it showed the app, without telling the server
             closed = [first_kernel]
             most = 0
             for _ in range(2):
@@ -499,13 +524,7 @@ def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path)
                 for other in others:
                     other.close()  # run_before_unload=False: voila's shutdown beacon is not sent
             after_closes = len(kernel_processes(server))
-
-            # ---- stop the run from the reloaded page
-            page.click(".maze-lab-stop")
-            wait_until(lambda: _status(page) == "stopped", timeout=120, what="the status 'stopped'")
-            assert json.loads((run_dir / "maze_lab_run.json").read_text())["status"] == "stopped"
-            assert RunDirectory(run_dir).last_checkpoint.exists()
-            assert not page.locator(".maze-lab-stop").is_enabled()
+            phases["ten pages"] = time.monotonic() - started - sum(phases.values())
 
             # ---- once the cull interval has passed, the kernels of closed pages are gone
             remaining = wait_until(lambda: (n := len(kernel_processes(server))) <= 2 and str(n),
@@ -513,8 +532,10 @@ def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path)
             wait_until(lambda: not any(kernel_known(server, k) for k in closed), timeout=30,
                        what="the server to forget the closed pages' kernels")
             assert kernel_known(server, reloaded_kernel)  # the open page keeps its kernel
+            phases["culled"] = time.monotonic() - started - sum(phases.values())
             print(f"kernels: {most} at most while pages opened, {after_closes} after ten closes, {remaining} once "
-                  f"the cull interval ({CULL_S} s) had passed")
+                  f"the cull interval ({CULL_S} s) had passed; seconds: "
+                  + ", ".join(f"{k} {v:.0f}" for k, v in phases.items()))
             errors = [e for e in page.console_errors if "anywidget" in e.lower()]
             assert not errors, errors
     finally:

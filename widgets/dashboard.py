@@ -212,6 +212,7 @@ class TrainingDashboard(PollingView):
                             layout=w.Layout(align_items="center", flex_flow="row wrap", grid_gap="10px"))
         self.header = w.VBox([header_row, self.warnings_html, self.reason_html, self.error_html,
                               self.draw_error_html])
+        self.header.add_class("maze-lab-cockpit-header")
         self._request: Any = None
 
         # ---- statistics picker and curves
@@ -740,7 +741,8 @@ class TrainingDashboard(PollingView):
 
         parts = [pio.to_html(go.Figure(fig), include_plotlyjs=(i == 0), full_html=False)
                  for i, fig in enumerate(self.figures().values())]
-        header = self.status_html.value + " " + self.progress_html.value + self.error_html.value
+        reason = self.reason_html.value if self.reason_html.layout.display != "none" else ""
+        header = self.status_html.value + " " + self.progress_html.value + reason + self.error_html.value
         path = Path(path)
         path.write_text(f"<html><head><meta charset='utf-8'><title>{html.escape(self.source.name)}</title></head>"
                         f"<body><div>{header}</div>{''.join(parts)}</body></html>", encoding="utf-8")
