@@ -35,3 +35,17 @@ def train_tiny_run(base: Path) -> Path:
     rc.train()
     rc.close()
     return rc.run_dir
+
+
+def stop_if_live(run_dir: Path | None) -> None:
+    """Stop a detached run a failed test left going (its process outlives the test otherwise)."""
+    if run_dir is None:
+        return
+    from maze_lab.run.attach import attach
+
+    run = attach(run_dir)
+    if run.running:
+        try:
+            run.stop(timeout=60)
+        except Exception:  # noqa: BLE001 - e.g. it died meanwhile
+            pass

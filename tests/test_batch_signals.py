@@ -7,6 +7,7 @@ training on (its trials' runs read ``died``)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import browser_utils
 import pytest
 from run_utils import maze_lab_command
 
@@ -33,16 +35,8 @@ EXIT_WITHIN_S = 10.0
 """How soon after the signal the command must have exited."""
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 180.0, what: str = "") -> Any:
-    """Poll ``condition`` until it returns something true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
-        time.sleep(0.1)
+wait_until = functools.partial(browser_utils.wait_until, timeout=180.0, interval=0.1)
+"""Poll a condition against a deadline (tests/browser_utils.py), with this file's default timeout."""
 
 
 def _runs(base: Path) -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from run_utils import TINY, train_tiny_run
+from run_utils import TINY, stop_if_live, train_tiny_run
 
 from maze_lab.core.log_stats.aggregation import StatKey
 from maze_lab.core.log_stats.base_events import BaseEnvEvents, DiscreteActionEvents
@@ -372,18 +372,6 @@ def _refreshed_until(dash: TrainingDashboard, condition, what: str, timeout: flo
         time.sleep(0.1)
 
 
-def _stop_if_live(run_dir: Path) -> None:
-    """Stop a detached run a failed test left going (its process outlives the test otherwise)."""
-    from maze_lab.run.attach import attach
-
-    run = attach(run_dir)
-    if run.running:
-        try:
-            run.stop(timeout=60)
-        except Exception:  # noqa: BLE001 - e.g. it died meanwhile
-            pass
-
-
 def test_the_cockpit_of_a_detached_run_controls_it_through_its_directory(tmp_path: Path):
     """``TrainingDashboard(attached_run)`` follows a run of its own process: progress and curves grow, and pause,
     resume, checkpoint and stop reach it through its directory without waiting; the cockpit shows each request
@@ -434,7 +422,7 @@ def test_the_cockpit_of_a_detached_run_controls_it_through_its_directory(tmp_pat
         assert run.wait(60) == "stopped"
         dash.close()
     finally:
-        _stop_if_live(run.run_dir)
+        stop_if_live(run.run_dir)
 
 
 def _ended_copy(finished: Path, base: Path, name: str, **summary: object) -> Path:
@@ -536,7 +524,7 @@ def test_a_fresh_kernel_follows_a_detached_run_of_another_process_and_stops_it(t
     finally:
         if kernel is not None:
             kernel.close()
-        _stop_if_live(run_dir)
+        stop_if_live(run_dir)
 
 
 # ---- polling -----------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from browser_utils import (
     wait_until,
     write_notebook,
 )
-from run_utils import train_tiny_run
+from run_utils import stop_if_live, train_tiny_run
 
 # a CartPole run of many tiny epochs: it keeps going until the test stops it, a point per epoch
 LIVE_OVERRIDES = ["algorithm.epoch_length=1", "algorithm.n_rollout_steps=16", "runner.concurrency=1",
@@ -414,20 +414,6 @@ def test_lab_app_in_the_browser(tmp_path: Path, finished_run: Path) -> None:
         server.stop()
 
 
-def _stop_if_live(run_dir: Path | None) -> None:
-    """Stop a detached run a failed test left going (its process outlives the test and the server otherwise)."""
-    if run_dir is None:
-        return
-    from maze_lab.run.attach import attach
-
-    run = attach(run_dir)
-    if run.running:
-        try:
-            run.stop(timeout=60)
-        except Exception:  # noqa: BLE001 - e.g. it died meanwhile
-            pass
-
-
 CULL_S = 3
 """Seconds after its page left that the test's server shuts a kernel down (users get minutes)."""
 DETACHED_OVERRIDES = [o.replace("epoch_length=1", "epoch_length=4") for o in LIVE_OVERRIDES]
@@ -540,7 +526,7 @@ def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path)
             assert not errors, errors
     finally:
         server.stop()
-        _stop_if_live(run_dir)
+        stop_if_live(run_dir)
 
 
 _JUPYTER_NOTEBOOK_CELLS = [

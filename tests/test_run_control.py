@@ -5,6 +5,7 @@ started it; no temporary file outlives a write that was killed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import browser_utils
 import pytest
 from run_utils import maze_lab_command
 
@@ -30,16 +32,8 @@ LONG = {"algorithm.epoch_length": 2, "algorithm.n_rollout_steps": 16, "runner.co
 """A CartPole run that trains until it is stopped (epochs of a few dozen env steps, no early stopping)."""
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 120.0, what: str = "") -> Any:
-    """Poll ``condition`` until it returns something true; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
-        time.sleep(0.05)
+wait_until = functools.partial(browser_utils.wait_until, timeout=120.0, interval=0.05)
+"""Poll a condition against a deadline (tests/browser_utils.py), with this file's default timeout."""
 
 
 def _status(run_dir: Path) -> str | None:
