@@ -20,7 +20,7 @@ from notebook_utils import (
 NAME = "14_sac_pendulum.ipynb"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
-N_EPOCHS, EPOCH_LENGTH, N_DEMONSTRATIONS = 6, 500, 5
+N_EPOCHS, EPOCH_LENGTH, N_DEMONSTRATIONS = 8, 500, 5
 """The notebook's defaults (the test checks that they are still the defaults)."""
 INITIAL_RANDOM_STEPS = 100
 """The experiment file's ``initial_buffer_size``: SAC's random steps before its first gradient step."""
@@ -49,16 +49,19 @@ def test_committed_notebook_is_clean_and_parameterised() -> None:
 
 @pytest.mark.slow
 def test_sac_learns_to_swing_the_pendulum_up(executed: tuple) -> None:
-    """On the default seed and budget (3,000 env steps) the trained policy, evaluated deterministically, is far
-    better than the untrained one on the same five start states. Measured: untrained -1,243, SAC -452 (with sampled
-    actions -505), SACfD -287, the swing-up controller -175; random torques get about -1,200."""
+    """On the default seed and budget (4,100 env steps) the trained policy, evaluated deterministically, is far
+    better than the untrained one on the same five start states. Measured: untrained -1,243, SAC -285 (with sampled
+    actions -210), SACfD -171, the swing-up controller -175; random torques get about -1,200. (With 3,000 env steps
+    this seed gave -671 and the bound failed: on seeds 1-5 that budget spread from -180 to -1,077, this one from
+    -126 to -610. The seeded result is the same quiet and under load, see test_seeded_runs.py; constraints.txt pins
+    the libraries whose releases change it.)"""
     _, nb, summary = executed
     assert summary["untrained_reward"] < -1000, summary
     assert summary["sac_reward"] > -600, summary
     assert summary["sac_reward"] > summary["untrained_reward"] + 500, summary
     assert summary["status"] == ["done", "done"]
     assert summary["epochs"] == [N_EPOCHS, N_EPOCHS]
-    # the evaluation after every epoch: the curve ends far above where it starts (measured -1,806 -> -391)
+    # the evaluation after every epoch: the curve ends far above where it starts (measured -1,805 -> -200)
     curve = summary["eval_curves"]["SAC"]
     assert len(curve) == N_EPOCHS and curve[-1] > curve[0] + 500, curve
     assert f"SAC run done after {N_EPOCHS} epochs" in text_of(cell_with(nb, "await handle.wait_async()"))
