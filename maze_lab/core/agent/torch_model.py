@@ -10,6 +10,13 @@ import torch
 from torch import nn
 
 
+def float_observation(observation: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """An observation tensor dict as the networks take it: every entry float32, whatever numeric dtype the env gave
+    (uint8 images, integer counts, bool masks, float64). Values are not rescaled: an image stays in 0..255 unless a
+    wrapper of the env scales it."""
+    return {k: v if v.dtype == torch.float32 else v.float() for k, v in observation.items()}
+
+
 class TorchModel(ABC):
     """Device placement, train/eval modes, parameters and state dicts of a set of torch modules."""
 

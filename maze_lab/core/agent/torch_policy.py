@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from maze_lab.core.agent.policy import Policy, resolve_actor_id
-from maze_lab.core.agent.torch_model import TorchModel
+from maze_lab.core.agent.torch_model import TorchModel, float_observation
 from maze_lab.core.env.structured_env import ActorID, StepKey
 from maze_lab.distributions.categorical import CategoricalProbabilityDistribution
 from maze_lab.distributions.dict_distribution import DictProbabilityDistribution
@@ -140,7 +140,7 @@ class TorchPolicy(Policy, TorchModel):
                             actor_id: ActorID | StepKey | None = None) -> TensorDict:
         """Action logits per head for a (batched) observation tensor dict, with gradients."""
         net, key = self._lookup(actor_id)
-        return self._split_output(key, net(observation))[0]
+        return self._split_output(key, net(float_observation(observation)))[0]
 
     def logits_dict_to_distribution(self, logits_dict: Mapping[str, torch.Tensor],
                                     temperature: float = 1.0) -> DictProbabilityDistribution:
@@ -152,7 +152,7 @@ class TorchPolicy(Policy, TorchModel):
                                       temperature: float = 1.0) -> PolicySubStepOutput:
         """Logits, distribution and embeddings for a batch of observations of one policy key."""
         net, key = self._lookup(actor_id)
-        logits, embedding = self._split_output(key, net(observation))
+        logits, embedding = self._split_output(key, net(float_observation(observation)))
         return PolicySubStepOutput(action_logits=logits,
                                    prob_dist=self.distribution_mapper.logits_dict_to_distribution(logits, temperature),
                                    embedding_logits=embedding,

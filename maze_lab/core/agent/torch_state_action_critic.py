@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from maze_lab.core.agent.torch_model import TorchModel
+from maze_lab.core.agent.torch_model import TorchModel, float_observation
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.perception.perception_utils import merge_spaces
 
@@ -94,6 +94,7 @@ class TorchStateActionCritic(TorchModel):
 
     def _evaluate(self, nets: list[nn.Module], obs: Mapping[str, torch.Tensor], actions: Mapping[str, torch.Tensor],
                   action_space: gym.spaces.Dict, gather: bool) -> list[Any]:
+        obs = float_observation(obs)
         if only_discrete(action_space):
             results = []
             for net in nets:

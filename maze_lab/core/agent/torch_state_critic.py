@@ -9,7 +9,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from maze_lab.core.agent.torch_model import TorchModel
+from maze_lab.core.agent.torch_model import TorchModel, float_observation
 from maze_lab.core.env.structured_env import StepKey
 
 TensorDict = dict[str, torch.Tensor]
@@ -88,6 +88,7 @@ class TorchSharedStateCritic(TorchStateCritic):
 
     def predict_values(self, observations: Mapping[StepKey, Mapping[str, torch.Tensor]]) -> dict[StepKey, torch.Tensor]:
         """One value per sub-step from the shared network."""
+        observations = {k: float_observation(obs) for k, obs in observations.items()}
         if self.stack_observations:
             merged: TensorDict = {}
             for obs in observations.values():
@@ -103,7 +104,7 @@ class TorchStepStateCritic(TorchStateCritic):
     def predict_values(self, observations: Mapping[StepKey, Mapping[str, torch.Tensor]]) -> dict[StepKey, torch.Tensor]:
         """Each sub-step's value from its own network."""
         out = {}
-        for key, obs in observations.items():
+        for key, obs in ((k, float_observation(o)) for k, o in observations.items()):
             if key not in self.networks:
                 raise KeyError(f"TorchStepStateCritic: no value network for policy key {key!r}; "
                                f"networks: {list(self.networks)}")
@@ -121,7 +122,7 @@ class TorchDeltaStateCritic(TorchStateCritic):
         """Values of the sub-steps, in order; the first key must be the first sub-step."""
         out: dict[StepKey, torch.Tensor] = {}
         prev: torch.Tensor | None = None
-        for key, obs in observations.items():
+        for key, obs in ((k, float_observation(o)) for k, o in observations.items()):
             if key not in self.networks:
                 raise KeyError(f"TorchDeltaStateCritic: no value network for policy key {key!r}; "
                                f"networks: {list(self.networks)}")
@@ -137,6 +138,7 @@ class TorchDeltaStateCritic(TorchStateCritic):
     def predict_value(self, observation: Mapping[str, torch.Tensor], critic_id: StepKey,
                       prev_value: torch.Tensor | None = None) -> torch.Tensor:
         """Value of one sub-step; later sub-steps need the previous sub-step's value."""
+        observation = float_observation(observation)
         if prev_value is None:
             return _value(self.networks[critic_id](observation), "TorchDeltaStateCritic")
         inputs = {**observation, PREV_VALUE_KEY: prev_value.detach().unsqueeze(-1)}
