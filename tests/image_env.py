@@ -45,3 +45,25 @@ def make_env() -> Any:
     from maze_lab import GymMazeEnv
 
     return GymMazeEnv(BrightSideEnv())
+
+
+class MissionEnv(BrightSideEnv):
+    """The pixel env with MiniGrid's layout: a Dict observation with the image, a direction and a ``mission`` text
+    (a Text space), or with ``extra`` given, another entry of that space (a Graph or a Sequence space)."""
+
+    def __init__(self, extra: gym.spaces.Space | None = None) -> None:
+        super().__init__()
+        self._extra = extra if extra is not None else gym.spaces.Text(max_length=64)
+        self.observation_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (1, SIZE, SIZE), np.uint8),
+                                                  "direction": gym.spaces.Discrete(4), "mission": self._extra})
+
+    def _wrap(self, image: np.ndarray) -> dict[str, Any]:
+        return {"image": image, "direction": 0, "mission": self._extra.sample()}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        image, info = super().reset(seed=seed, options=options)
+        return self._wrap(image), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        image, reward, terminated, truncated, info = super().step(action)
+        return self._wrap(image), reward, terminated, truncated, info

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 import yaml
-from image_env import EPISODE_STEPS, BrightSideEnv, make_env
+from image_env import EPISODE_STEPS, BrightSideEnv, MissionEnv, make_env
 
 from maze_lab import RunContext
 from maze_lab.core.agent.torch_model import float_observation
@@ -85,3 +86,30 @@ def test_ppo_learns_from_pixels(tmp_path: Path) -> None:
     result = rc.rollout(n_episodes=10, seed=100, deterministic=True, record_trajectory=False)
     assert result.mean_reward >= 0.9 * EPISODE_STEPS, result.episode_rewards
     rc.close()
+
+
+@pytest.mark.parametrize("extra", [None, gym.spaces.Graph(gym.spaces.Box(0, 1, (2,)), None),
+                                   gym.spaces.Sequence(gym.spaces.Discrete(3))], ids=["text", "graph", "sequence"])
+def test_unsupported_observation_spaces_are_refused_when_the_model_is_built(extra: gym.spaces.Space | None,
+                                                                            tmp_path: Path) -> None:
+    """A Text (MiniGrid's ``mission``), Graph or Sequence entry is refused before anything steps, naming the key,
+    the space and the ways out; the same env without the key trains."""
+    from maze_lab import GymMazeEnv
+    from maze_lab.core.utils.factory import ConfigurationError
+
+    rc = RunContext(env=lambda: GymMazeEnv(MissionEnv(extra)),
+                    overrides={**TINY, "log_base_dir": str(tmp_path)}, silent=True)
+    with pytest.raises(ConfigurationError) as err:
+        rc.train()
+    message = str(err.value)
+    assert "\n" not in message
+    assert "observation 'mission'" in message and type(MissionEnv(extra).observation_space["mission"]).__name__ \
+        in message
+    assert "FilterObservation" in message and "encode" in message
+    assert len(rc.stats) == 0  # refused before the first step
+
+    filtered = RunContext(env=lambda: GymMazeEnv(gym.wrappers.FilterObservation(MissionEnv(extra),
+                                                                                 ["image", "direction"])),
+                          overrides={**TINY, "log_base_dir": str(tmp_path)}, silent=True)
+    filtered.train()
+    assert len(filtered.stats)

@@ -15,6 +15,7 @@ from maze_lab.core.agent.torch_policy import TorchPolicy
 from maze_lab.core.agent.torch_state_action_critic import TorchStateActionCritic
 from maze_lab.core.agent.torch_state_critic import TorchStateCritic
 from maze_lab.core.env.structured_env import StepKey
+from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.distributions.distribution_mapper import DistributionMapper
 from maze_lab.perception.perception_utils import flat_structured_space
 
@@ -29,6 +30,41 @@ def check_spaces(action_spaces_dict: Mapping[StepKey, gym.spaces.Dict],
         for key, space in spaces.items():
             if not isinstance(space, gym.spaces.Dict):
                 raise TypeError(f"{kind} space of policy key {key!r} must be a gymnasium Dict space, got {space}")
+    for key, space in observation_spaces_dict.items():
+        for name, entry in space.spaces.items():
+            _check_numeric(entry, name, key)
+
+
+NUMERIC_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+"""Observation spaces a network takes: numbers of a fixed shape (nested in Dict or Tuple spaces)."""
+
+
+def _short(space: gym.spaces.Space) -> str:
+    if isinstance(space, gym.spaces.Text):
+        return f"Text(min_length={space.min_length}, max_length={space.max_length})"
+    text = repr(space)
+    return text if len(text) <= 100 else f"{type(space).__name__}({text[len(type(space).__name__) + 1:90]}...)"
+
+
+def _check_numeric(space: gym.spaces.Space, name: str, policy_key: StepKey) -> None:
+    """Refuse an observation entry that is not numbers of a fixed shape (Text, Graph, Sequence, OneOf, ...), when
+    the model is built rather than at the first step, naming it and the ways out."""
+    if isinstance(space, NUMERIC_SPACES):
+        return
+    if isinstance(space, gym.spaces.Dict):
+        for inner, sub in space.spaces.items():
+            _check_numeric(sub, f"{name}.{inner}", policy_key)
+        return
+    if isinstance(space, gym.spaces.Tuple):
+        for i, sub in enumerate(space.spaces):
+            _check_numeric(sub, f"{name}[{i}]", policy_key)
+        return
+    raise ConfigurationError(
+        f"observation '{name}' (policy key {policy_key!r}) is a {_short(space)} space, which a network cannot take: "
+        f"observations must be numbers of a fixed shape (Box, Discrete, MultiDiscrete, MultiBinary); drop the "
+        f"key before maze-lab wraps the env (e.g. gymnasium.wrappers.FilterObservation(env, filter_keys=[...] "
+        f"without '{name.split('.')[0].split('[')[0]}')) or encode it as numbers with an ObservationWrapper "
+        f"(e.g. a Box of token ids or a one-hot)")
 
 
 class BaseModelComposer(ABC):
