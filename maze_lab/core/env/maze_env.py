@@ -61,6 +61,9 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
     :param check_spaces: check every action against its space and every observation's keys, shapes, dtypes and
         Box bounds (cheap); turn off only for speed with a trusted policy and env. With the checks, a Discrete
         action given as an integer array of shape () or (1,) is passed on as the int it holds.
+    :param observation_bounds: an observation outside its Box bounds raises (``error``, the default: the
+        conversion or the space of an env of yours has a bug) or warns once per key (``warn``, as
+        :class:`GymMazeEnv` does for envs you cannot change).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
@@ -74,6 +77,7 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         action_conversion_dict: dict[StepKey, ActionConversionInterface],
         observation_conversion_dict: dict[StepKey, ObservationConversionInterface],
         check_spaces: bool = True,
+        observation_bounds: str = "error",
     ):
         if getattr(core_env, "context", None) is None:
             raise TypeError(
@@ -96,8 +100,10 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         self._action_checks = {k: dict_action_checker(s, f"policy key {k!r}") for k, s in self._action_spaces.items()}
         where = {k: f"policy key {k!r} ({type(observation_conversion_dict[k]).__name__}.maze_to_space)"
                  for k in self._observation_spaces}
-        self._obs_checks = {k: observation_checker(s, where[k]) for k, s in self._observation_spaces.items()}
-        self._reset_obs_checks = {k: observation_checker(s, f"reset(), {where[k]}")
+        self.observation_bounds = observation_bounds
+        self._obs_checks = {k: observation_checker(s, where[k], observation_bounds)
+                            for k, s in self._observation_spaces.items()}
+        self._reset_obs_checks = {k: observation_checker(s, f"reset(), {where[k]}", observation_bounds)
                                   for k, s in self._observation_spaces.items()}
         # the seed's core envs define reset(self) without Gymnasium's keywords: seed them through seed() instead
         self._reset_takes_seed = _takes_seed_and_options(core_env.reset)

@@ -15,6 +15,15 @@ class SpaceMismatchError(ValueError):
     """An action or observation does not match its declared space."""
 
 
+class ObservationBoundsWarning(UserWarning):
+    """An observation of an env maze-lab does not own (a wrapped Gymnasium env) left the bounds of its Box space."""
+
+
+BOUNDS_MODES = ("error", "warn")
+"""What an observation outside its Box bounds does: ``error`` (maze-lab's own envs: a bug to fix) or ``warn`` (once
+per key and env, with the value; the observation is used as it is, as Gymnasium's own checker does)."""
+
+
 def _one_line(space: gym.spaces.Space) -> str:
     """A space's repr on one line (Box reprs of array bounds span several)."""
     return " ".join(str(space).split())
@@ -179,18 +188,35 @@ def _out_of_bounds(where: str, key: str, value: np.ndarray, space: gym.spaces.Bo
     shown = []
     for idx in bad[:3]:
         i = tuple(int(j) for j in idx)
-        shown.append(f"[{', '.join(map(str, i))}] = {value[i].item()!r} not in [{space.low[i].item()!r}, "
-                     f"{space.high[i].item()!r}]")
+        shown.append(f"[{', '.join(map(str, i))}] = {value[i]!s} not in [{space.low[i]!s}, {space.high[i]!s}]")
     more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
     return SpaceMismatchError(
         f"{where}: observation['{key}'] is outside the bounds of its space {_one_line(space)}: "
         f"{'; '.join(shown)}{more}. Fix the observation conversion, or widen the space's low/high to the values the "
-        f"env really produces (for an env you cannot change, create the MazeEnv / GymMazeEnv with check_spaces=False)")
+        f"env really produces (for an env you cannot change: observation_bounds='warn' on the MazeEnv, the default of "
+        f"GymMazeEnv)")
 
 
-def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], None]:
+def observation_checker(space: gym.spaces.Dict, where: str, bounds: str = "error") -> Callable[[Any], None]:
     """A per-step check of a dict observation: keys, shape and dtype of each array, and the finite bounds of Box
-    spaces (NaN is outside them)."""
+    spaces (NaN is outside them).
+
+    :param bounds: ``error`` or ``warn`` for a value outside its bounds (see :data:`BOUNDS_MODES`).
+    """
+    if bounds not in BOUNDS_MODES:
+        raise ValueError(f"observation bounds must be one of {BOUNDS_MODES}, got {bounds!r}")
+    warned: set[str] = set()
+
+    def outside(k: str, v: np.ndarray) -> None:
+        error = _out_of_bounds(where, k, v, space.spaces[k])
+        if bounds == "error":
+            raise error
+        if k not in warned:
+            import warnings
+
+            warned.add(k)
+            warnings.warn(f"{error.args[0].split('. Fix the')[0]}; the observation is used as it is (warned once "
+                          f"per key and env)", ObservationBoundsWarning, stacklevel=4)
     expected = {}
     for k, s in space.spaces.items():
         if isinstance(s, gym.spaces.Box | gym.spaces.MultiBinary | gym.spaces.MultiDiscrete):
@@ -212,9 +238,10 @@ def observation_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], N
                     values = v.tolist() if vector else v.ravel().tolist()
                     for i, lo, hi in low:
                         if not lo <= values[i] <= hi:  # also false for NaN
-                            raise _out_of_bounds(where, k, v, space.spaces[k])
+                            outside(k, v)
+                            break
                 elif mode == 2 and not ((v >= low).all() and (v <= high).all()):
-                    raise _out_of_bounds(where, k, v, space.spaces[k])
+                    outside(k, v)
             else:
                 if len(arrays) == n_keys or obs.keys() == keys:
                     return

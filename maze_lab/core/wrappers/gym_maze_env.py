@@ -139,11 +139,15 @@ class GymMazeEnv(MazeEnv):
 
     :param env: a registered env id such as ``"CartPole-v1"`` or a ``gymnasium.Env`` instance.
     :param render_mode: render mode for env ids; ``"rgb_array"`` enables the renderer.
+    :param check_spaces: check actions and observations against their spaces (see :class:`MazeEnv`).
+    :param observation_bounds: ``warn`` (default): an observation outside its declared Box bounds warns once per
+        key with the value and is used as it is, as Gymnasium's own checker does (third-party envs such as
+        LunarLander-v3 leave their bounds by a little); ``error`` raises instead.
     :param make_kwargs: further keyword arguments for ``gymnasium.make``.
     """
 
     def __init__(self, env: str | gym.Env, render_mode: str | None = "rgb_array", check_spaces: bool = True,
-                 **make_kwargs: Any):
+                 observation_bounds: str = "warn", **make_kwargs: Any):
         if isinstance(env, str):
             try:
                 spec = gym.spec(env)
@@ -159,7 +163,8 @@ class GymMazeEnv(MazeEnv):
         self.gym_env = env
         core = GymCoreEnv(env)
         super().__init__(core, {0: GymActionConversion(env.action_space)},
-                         {0: GymObservationConversion(env.observation_space)}, check_spaces=check_spaces)
+                         {0: GymObservationConversion(env.observation_space)}, check_spaces=check_spaces,
+                         observation_bounds=observation_bounds)
 
 
 def _make_with_render_mode(env_id: str, render_mode: str | None, make_kwargs: dict) -> gym.Env:
