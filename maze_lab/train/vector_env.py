@@ -24,6 +24,7 @@ from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, 
 from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
+from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.core.utils.yielding import give_way
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
 
@@ -370,6 +371,7 @@ class SubprocVectorEnv(VectorEnv):
         n_workers = min(n_workers or len(env_factories), len(env_factories))
         self._groups = [list(range(len(env_factories)))[i::n_workers] for i in range(n_workers)]
         self._order = [i for g in self._groups for i in g]
+        check_main_guard(start_method, "SubprocVectorEnv env processes")
         ctx = mp.get_context(start_method)
         self._conns, self.processes = [], []
         self._closed = False

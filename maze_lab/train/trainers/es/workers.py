@@ -23,6 +23,7 @@ import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.utils import pickling
+from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
 from maze_lab.train.vector_env import end_process, how_it_ended, pop_episode_stats
 
@@ -218,6 +219,7 @@ class ESWorkers:
             raise ValueError("ES needs at least one env factory (one per worker process)")
         cpu_policy = copy.deepcopy(policy)
         cpu_policy.to("cpu")
+        check_main_guard(start_method, "ES workers")
         ctx = mp.get_context(start_method)
         self.conns: list[Any] = []
         self.processes: list[Any] = []

@@ -28,6 +28,7 @@ import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.utils import pickling
+from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
 from maze_lab.train.vector_env import end_process, how_it_ended
 
@@ -139,6 +140,7 @@ class ActorPool:
                  n_rollout_steps: int, queue_size: int, seed: int | None, start_method: str = "spawn"):
         import copy
 
+        check_main_guard(start_method, "IMPALA actor processes")
         ctx = mp.get_context(start_method)
         n = len(env_factories)
         n_processes = max(1, min(n_processes, n))
