@@ -5,8 +5,10 @@ their maze-lab equivalent.
 Bad input (an unknown config group, option or key, a value of the wrong type, a directory that is not a run, a
 damaged run, a refused checkpoint or configuration) ends with one line on stderr naming what is wrong and exit code
 2; ``--debug`` adds the traceback. A run whose build fails for any other reason is marked ``failed`` and reported in
-one line with exit code 1; a failure while training shows its traceback and exits with 1. The configuration is
-composed and checked before torch or matplotlib are imported, so that bad input is reported within about a second.
+one line with exit code 1; so is a fault of what a run stands on (a full disk, a worker process that died), with
+the run directory and the episodes or epochs saved before intact; any other failure while training shows its
+traceback and exits with 1. The configuration is composed and checked before torch or matplotlib are imported, so
+that bad input is reported within about a second.
 """
 
 from __future__ import annotations
@@ -58,6 +60,34 @@ def _report(args: argparse.Namespace, err: BaseException, context: str = "") -> 
         traceback.print_exception(err, file=sys.stderr)
     hint = "" if getattr(args, "debug", False) else " (--debug shows the traceback)"
     print(f"maze-lab {args.command}: error: {_one_line(err)}{context}{hint if context else ''}", file=sys.stderr)
+
+
+def _run_fault_types() -> tuple[type[BaseException], ...]:
+    """Failures of what a run stands on rather than of its code: the disk (full, gone, no permission) and worker
+    processes that died or raised (their message names the worker and carries its traceback)."""
+    types: tuple[type[BaseException], ...] = (OSError,)
+    for module, name in (("maze_lab.train.ray_rollouts", "RayWorkerError"),
+                         ("maze_lab.train.process_rollouts", "ProcessWorkerError"),
+                         ("maze_lab.train.vector_env", "VectorEnvWorkerError"),
+                         ("maze_lab.train.trainers.es.workers", "ESWorkerError"),
+                         ("maze_lab.train.trainers.impala.actors", "ImpalaActorError")):
+        loaded = sys.modules.get(module)  # raised only where its module was loaded
+        if loaded is not None:
+            types += (getattr(loaded, name),)
+    return types
+
+
+def _report_fault(args: argparse.Namespace, err: BaseException, context: str) -> None:
+    """One line on stderr for a run fault: the first line of its message (a worker's traceback follows it there),
+    ``context``, and where the rest is (the traceback before it with ``--debug``)."""
+    if getattr(args, "debug", False):
+        traceback.print_exception(err, file=sys.stderr)
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    first = " ".join(lines[0].split()) if lines else type(err).__name__
+    rest = "its whole message and the traceback" if len(lines) > 1 else "the traceback"
+    notes = [note for note in (context, "" if getattr(args, "debug", False) else f"--debug shows {rest}") if note]
+    where = f" ({'; '.join(notes)})" if notes else ""
+    print(f"maze-lab {args.command}: error: {type(err).__name__}: {first}{where}", file=sys.stderr)
 
 
 # ---- demo ----------------------------------------------------------------------------------------------------
@@ -128,6 +158,9 @@ def _train(args: argparse.Namespace) -> int:
             print(f"\nmaze-lab train: interrupted; run directory: {rc.run_dir} (status interrupted, the checkpoint "
                   f"of the last finished epoch kept)", file=sys.stderr)
             return 130
+        except _run_fault_types() as err:  # a full disk, a worker that died: its message says all, in one line
+            _report_fault(args, err, f"run directory {rc.run_dir}, marked failed")
+            return 1
     finally:
         rc.close()
     summary = _read_summary(rc.run_dir)
@@ -266,14 +299,14 @@ def running_lab_url(path: Path) -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from maze_lab.run.config import parse_override_value
     from maze_lab.run.notebook_batch import is_batch_command, run_batch_command
-    from maze_lab.run.papermill_run import NotebookRunError, run_notebook
+    from maze_lab.run.papermill_run import NotebookRunError, parse_parameter, run_notebook
 
     if is_batch_command(args):  # -p key a,b,c, --jobs or --ray: one execution per combination
         return run_batch_command(args)
 
-    params = {key: parse_override_value(value) for key, value in (args.parameters or [])}
+    # a value becomes a plain Python literal or is refused (papermill writes it into the notebook as source)
+    params = {key: parse_parameter(key, value) for key, value in (args.parameters or [])}
     given = " ".join(f"-p {key} {value}" for key, value in (args.parameters or []))
     print(f"maze-lab run: executing {args.notebook}{' ' + given if given else ''} with papermill "
           f"(the notebook's output goes into the executed copy) ...", flush=True)
@@ -453,6 +486,8 @@ def _rollout(args: argparse.Namespace) -> int:
 
     run = load_run(args.run_dir, trust=args.trust)
     try:
+        if not args.no_record:
+            run.checked_trajectory_dir()  # episodes go only into the run (never through a symlink leading out)
         if args.workers != 1 or args.ray:  # episodes split over processes or Ray tasks, seeded as in one process
             from maze_lab.train.ray_rollouts import rollout_loaded_run
 
@@ -464,6 +499,9 @@ def _rollout(args: argparse.Namespace) -> int:
                                  seed=args.seed, record_trajectory=not args.no_record)
     except (FileNotFoundError, ValueError) as err:
         raise BadInput(str(err)) from err
+    except _run_fault_types() as err:  # e.g. a full disk: the episodes written before are kept
+        _report_fault(args, err, "")
+        return 1
     lengths = ", ".join(str(n) for n in result.episode_lengths)
     print(f"{args.episodes} episode(s) of the {args.which} policy: mean reward {result.mean_reward:.3f} "
           f"(lengths {lengths})")
@@ -735,8 +773,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "notebook is saved there.")
     run.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
     run.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
-                     help="a parameter; VALUE is read as YAML (3, 0.001, true, '{algorithm.lr: 0.001}'); "
-                          "a,b,c: a batch, one execution per value (quote a comma that belongs to a value)")
+                     help="a parameter; VALUE is read as YAML (3, 0.001, true, '{algorithm.lr: 0.001}') and "
+                          "must be a plain literal (text, number, bool, null, lists and mappings of those; no YAML "
+                          "tags); a,b,c: a batch, one execution per value (quote a comma that belongs to a value)")
     run.add_argument("--log-base-dir", default=None,
                      help="base of the run directory (default: $MAZE_LAB_OUTPUTS, else <project root>/outputs)")
     run.add_argument("--kernel", help="Jupyter kernel name (default: the notebook's)")
@@ -833,6 +872,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _ConsoleThatMayClose:
+    """The command's standard output, which a reader may close (``maze-lab train ... | head``): from then on what is
+    printed goes nowhere, and the command (and the run it trains) goes on. Only the ``maze-lab`` command installs
+    it, in its own process."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+        self.closed_by_reader = False
+
+    def _gone(self) -> None:
+        self.closed_by_reader = True
+        with contextlib.suppress(OSError, ValueError):  # later writes, and the flush at exit, go to /dev/null
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def write(self, text: str) -> int:
+        if not self.closed_by_reader:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _parse(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """The command line parsed with options and ``key=value`` overrides in any order (``train n_epochs=2 --silent
+    log_base_dir=X``): argparse takes the first run of overrides as the positional list and leaves later ones over,
+    which are appended in their order; anything else left over is reported as argparse reports it."""
+    args, extra = parser.parse_known_args(words)
+    if extra and isinstance(getattr(args, "overrides", None), list) \
+            and all("=" in word and not word.startswith("-") for word in extra):
+        args.overrides = [*args.overrides, *extra]
+        return args
+    if extra:
+        parser.parse_args(words)  # exits with argparse's message naming the unrecognized arguments
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``maze-lab`` command."""
     words = list(sys.argv[1:] if argv is None else argv)
@@ -844,7 +932,9 @@ def main(argv: list[str] | None = None) -> int:
     elif words and words[0] == "lab" and "--" in words:
         cut = words.index("--")
         words, voila_args = words[:cut], words[cut + 1:]
-    args = build_parser().parse_args(words)
+    args = _parse(build_parser(), words)
+    if argv is None and not isinstance(sys.stdout, _ConsoleThatMayClose):
+        sys.stdout = _ConsoleThatMayClose(sys.stdout)  # the command's own process (the maze-lab script)
     args.jupyter_args = jupyter_args
     args.voila_args = voila_args
     func: Callable[[argparse.Namespace], int] = args.func

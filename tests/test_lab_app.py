@@ -76,6 +76,11 @@ def test_bad_input_is_shown_in_the_app_not_raised(tmp_path: Path) -> None:
     app.overrides.value = "no_equals_sign"
     app.start_button.click()
     assert "must look like key=value" in app.form_message.value
+    app.overrides.value = ""
+    app.n_epochs.value = -5  # refused as `maze-lab train n_epochs=-5` is, never turned into 1
+    assert app.n_epochs.value == -5
+    app.start_button.click()
+    assert "n_epochs must be &gt;= 0" in app.form_message.value and "maze-lab-error" in app.form_message.value
     from maze_lab.widgets.lab_app import STATE_FILE
 
     # nothing was started, no run directory made (the page's state is kept beside the runs)

@@ -240,7 +240,7 @@ def test_evaluate_compute_action_and_rollout_use_the_thread_policy_too(tmp_path:
         policy = rc.trainer.policy
         original = policy.compute_action
         policy.compute_action = lambda *a, **k: (calls.append(torch.get_num_threads()), original(*a, **k))[1]
-        assert rc.compute_action(observation)["action"] in (0, 1) and calls == [2]
+        assert rc.compute_action(observation, which="last")["action"] in (0, 1) and calls == [2]
         assert torch.get_num_threads() == 3  # the caller's setting is back
         rc.close()
     finally:

@@ -239,10 +239,11 @@ class RunComparison(PollingView):
         """Every scalar statistic of the run as ``{prefix/Topic/event/name: (epochs, values)}`` (taken in epoch by
         epoch as the run's store grows)."""
         store = entry.source.store
-        if store.version != entry.series_version:
+        version = entry.source.version  # moves on too where the statistics were read anew (a replaced file)
+        if version != entry.series_version:
             entry.book.update(store)
             out = {"/".join(key): series for key, series in entry.book.series.items()}
-            entry.series, entry.series_version = dict(sorted(out.items())), store.version
+            entry.series, entry.series_version = dict(sorted(out.items())), version
         return entry.series
 
     def statistics(self) -> list[str]:

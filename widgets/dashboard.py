@@ -425,6 +425,8 @@ class TrainingDashboard(PollingView):
         warnings = list(progress.get("warnings") or [])
         if self.source.load_error:
             warnings.append(f"the statistics could not be read: {self.source.load_error}")
+        if self.source.notice:
+            warnings.append(self.source.notice)
         if warnings:
             items = "".join(f"<li>{html.escape(str(m))}</li>" for m in warnings)
             _set(self.warnings_html, "value", f"<div style='background:#fff8c5;border:1px solid #d4a72c;"

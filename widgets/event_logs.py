@@ -13,6 +13,7 @@ import csv
 import html
 import io
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -107,23 +108,30 @@ def _split_rows(body: bytes, header: list[str]) -> tuple[Any, int]:
     return frame, skipped
 
 
-def read_event_log(path: str | Path, max_bytes: int = MAX_EVENT_LOG_BYTES) -> Any:
+def read_event_log(path: str | Path, max_bytes: int = MAX_EVENT_LOG_BYTES, base: str | Path | None = None) -> Any:
     """One event log file as a DataFrame (columns ``episode_id``, ``step`` and the event's attributes).
 
     A last line still being written (no line end yet) is left for the next read; rows whose number of cells does
     not match the header are skipped and counted in ``df.attrs["skipped_rows"]``.
 
     :param max_bytes: a larger file is refused (:class:`EventLogError` naming it) before anything is read.
+    :param base: the directory the file must lie in (a symlink leading out of it is refused); None: no such check.
+        A FIFO, a device or a socket is refused in any case, without blocking.
     """
     import pandas as pd
 
+    from maze_lab.core.utils.safe_files import UnsafeFileError, open_regular, read_at_most
+
     path = Path(path)
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise EventLogError(f"{path} is {size:,} bytes, more than the {max_bytes:,} bytes an event log may have "
-                            f"here; it was not read (pass a larger max_bytes to read it)")
-    with path.open("rb") as fh:
-        data = fh.read(max_bytes + 1)[:max_bytes]
+    try:
+        with open_regular(path, base, what="event log") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > max_bytes:
+                raise EventLogError(f"{path} is {size:,} bytes, more than the {max_bytes:,} bytes an event log may "
+                                    f"have here; it was not read (pass a larger max_bytes to read it)")
+            data = read_at_most(fh, max_bytes)  # a file growing meanwhile: its first max_bytes
+    except UnsafeFileError as err:
+        raise EventLogError(str(err)) from None
     end = data.rfind(b"\n")
     data = data[: end + 1] if end >= 0 else b""
     try:
@@ -314,6 +322,7 @@ class EventLogExplorer(PollingView):
     def _scan_episodes(self) -> set[str]:
         """Read new or changed episode files (newest first, within ``max_bytes`` together); returns their events."""
         from maze_lab.core.trajectory.files import SUFFIX
+        from maze_lab.core.utils.safe_files import UnsafeFileError, check_inside
 
         directory = self.trajectory_dir
         if directory is None or not directory.is_dir():
@@ -321,8 +330,15 @@ class EventLogExplorer(PollingView):
             return set()
         found = [p for pattern in (f"*{SUFFIX}", f"*/*{SUFFIX}") for p in directory.glob(pattern)
                  if p.is_file() and not p.name.startswith(".")]
-        stamped = sorted(((p.stat().st_mtime_ns, p.stat().st_size, p) for p in found), key=lambda t: (t[0], t[2]))
         budget, keep, skipped = self.max_bytes, [], {}
+        inside = self.run.run_dir if self.run is not None and self.run.run_dir is not None else directory
+        for path in list(found):  # an episode (or trajectories/ itself) leading out of the run is not read
+            try:
+                check_inside(path, inside, what="trajectory file")
+            except UnsafeFileError as err:
+                skipped[str(path)] = f"{path} was not read: {err}"
+                found.remove(path)
+        stamped = sorted(((p.stat().st_mtime_ns, p.stat().st_size, p) for p in found), key=lambda t: (t[0], t[2]))
         for mtime, size, path in reversed(stamped):  # the newest episodes first
             if size > budget:
                 skipped[str(path)] = (f"{path} ({size:,} bytes) was not read: the recorded episodes read here may "
@@ -376,7 +392,8 @@ class EventLogExplorer(PollingView):
         stamp = (st.st_mtime_ns, st.st_size)
         cached = self._cache.get(path)
         if cached is None or cached[0] != stamp:
-            self._cache[path] = cached = (stamp, read_event_log(path, self.max_bytes))
+            base = None if self._single_file is not None else self.root
+            self._cache[path] = cached = (stamp, read_event_log(path, self.max_bytes, base))
         return cached[1]
 
     def _episode_frame(self, event: str) -> Any:

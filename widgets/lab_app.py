@@ -150,8 +150,9 @@ class LabApp(PollingView):
         self.algorithm = dropdown("algorithm", "ppo", "algorithm")
         self.model = dropdown("model", "flatten_concat", "model")
         self.wrappers = dropdown("wrappers", "default", "wrappers")
-        self.n_epochs = w.BoundedIntText(value=20, min=1, max=1_000_000, description="n_epochs",
-                                         layout=w.Layout(width="300px"), style={"description_width": "90px"})
+        # not a BoundedIntText: that one turns -5 into its minimum without a word; the run refuses it as the CLI does
+        self.n_epochs = w.IntText(value=20, description="n_epochs", layout=w.Layout(width="300px"),
+                                  style={"description_width": "90px"})
         self.overrides = w.Textarea(placeholder="one key=value per line, e.g.\nalgorithm.lr=0.001\n"
                                                 "algorithm.epoch_length=5\nrunner.concurrency=2",
                                     description="overrides", layout=w.Layout(width="440px", height="118px"),
@@ -526,8 +527,7 @@ class LabApp(PollingView):
             if isinstance(form.get("env_name"), str) and len(form["env_name"]) <= 200:
                 self.env_name.value = form["env_name"]
             n_epochs = form.get("n_epochs")
-            if isinstance(n_epochs, int) and not isinstance(n_epochs, bool) and \
-                    self.n_epochs.min <= n_epochs <= self.n_epochs.max:
+            if isinstance(n_epochs, int) and not isinstance(n_epochs, bool) and n_epochs >= 0:
                 self.n_epochs.value = n_epochs
             if isinstance(form.get("overrides"), str) and len(form["overrides"]) <= _MAX_TEXT:
                 self.overrides.value = form["overrides"]

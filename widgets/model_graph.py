@@ -219,6 +219,7 @@ def graph_from_model_graph(graph: Any, name: str) -> GraphData:
 
 def read_run_graphs(run_dir: str | Path, max_bytes: int = MAX_GRAPH_BYTES) -> tuple[dict[str, GraphData], list[str]]:
     """The graphs of a run directory by name (``policy_0``, ``critic_0``, ...), and a note per file not read."""
+    from maze_lab.core.utils.safe_files import open_regular, read_at_most
     from maze_lab.run.run_dir import RunDirectory
 
     graph_dir = RunDirectory(Path(run_dir)).graph_dir
@@ -229,8 +230,8 @@ def read_run_graphs(run_dir: str | Path, max_bytes: int = MAX_GRAPH_BYTES) -> tu
     files = sorted(p for p in graph_dir.glob("*.svg") if p.is_file() and not p.is_symlink())
     for path in files[:MAX_GRAPH_FILES]:
         try:
-            with path.open("rb") as f:
-                data = f.read(max_bytes + 1)
+            with open_regular(path, run_dir, what="model graph") as f:  # never blocks on a FIFO
+                data = read_at_most(f, max_bytes + 1)
             if len(data) > max_bytes:
                 problems.append(f"{path.name}: larger than {max_bytes:,} bytes, not read")
                 continue

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from maze_lab.core.log_stats.stats_files import STATS_FILE, file_identity
 from maze_lab.core.log_stats.writers import StatsStore
 from maze_lab.run.run_status import ENDED, LIVE, RunControlError, resolve_status, send_request
 
@@ -79,6 +80,10 @@ class RunSource:
             raise TypeError(f"widgets read a RunHandle, RunContext, LoadedRun, StatsStore or run directory, got "
                             f"{type(source).__name__}")
         self.load_error: str | None = None
+        self.notice: str | None = None
+        """Something a reader should know that is no error (statistics read anew after their file was replaced)."""
+        self._identity: Any = source._identity if isinstance(source, RunSource) else None
+        self._version_base = source._version_base if isinstance(source, RunSource) else 0
         self._summary: dict[str, Any] = {}
         self._resolved: dict[str, Any] = {}
         self._summary_read = 0.0
@@ -101,10 +106,18 @@ class RunSource:
             return False
         try:
             if self._store is None or (len(self._store) == 0 and self._store._source is None):
-                self._store = StatsStore.follow(self.run_dir)
+                self._read_anew()
                 self.load_error = None
                 return len(self._store) > 0
+            if self._stats_replaced():
+                # another file (another run's) took the place of the one read so far: its epochs, not a mix
+                self._read_anew()
+                self.load_error = None
+                self.notice = (f"{STATS_FILE} of {self.run_dir} was replaced by another file while it was followed; "
+                               f"its statistics were read anew ({time.strftime('%H:%M:%S')})")
+                return True
             new = self._store.refresh()
+            self._identity = self._stats_identity()
             self.load_error = None
             return new > 0
         except (OSError, ValueError) as err:  # includes StatsFileError, DamagedRunError
@@ -113,10 +126,37 @@ class RunSource:
             self.load_error = f"{type(err).__name__}: {err}"
             return False
 
+    def _read_anew(self) -> None:
+        """Read the run's statistics from the start (a new store: readers that kept the old one see it change)."""
+        shown = self.version if self._store is not None else 0
+        self._identity = self._stats_identity(end=0)  # the inode before the read: a later swap still shows
+        self._store = StatsStore.follow(self.run_dir)
+        self._version_base = shown + 1 if shown else 0  # the version moves on, whatever the new store counts
+        self._identity = self._stats_identity(inode_of=self._identity)
+
+    def _stats_identity(self, end: int | None = None, inode_of: Any = None) -> Any:
+        """The identity of the followed ``stats.arrows`` as read up to the store's end (see ``file_identity``)."""
+        source = None if self._store is None else self._store._source
+        path = self.run_dir / STATS_FILE if source is None else source[0]
+        identity = file_identity(path, source[1] if end is None and source is not None else (end or 0))
+        if inode_of is not None and identity is not None and inode_of[:2] != identity[:2]:
+            return inode_of  # replaced while it was read: the next look reads it anew
+        return identity
+
+    def _stats_replaced(self) -> bool:
+        """Whether ``stats.arrows`` is no longer the file read so far (a file that is gone is no replacement: the
+        curves read stay)."""
+        if self.run_dir is None or self._store is None or self._store._source is None:
+            return False
+        now = self._stats_identity()
+        if now is None:
+            return False
+        return self._identity is not None and now != self._identity
+
     @property
     def version(self) -> int:
-        """Changes whenever new epochs arrived."""
-        return self.store.version
+        """Changes whenever new epochs arrived (or the statistics were read anew)."""
+        return self.store.version + self._version_base
 
     # ---- the run ---------------------------------------------------------------------------------------------
     @property

@@ -319,11 +319,25 @@ def algorithm_params(cfg: DictConfig) -> tuple[type, dict[str, Any]]:
         raise ConfigurationError("the algorithm config needs a '_target_' naming its config class "
                                  "(maze_lab.train.trainers.ppo.PPOAlgorithmConfig or ...a2c.A2CAlgorithmConfig)")
     cls = algorithm_config_class(target)
-    if cfg.get("n_epochs") is not None:
-        params["n_epochs"] = int(cfg.n_epochs)
+    n_epochs = root_int(cfg, "n_epochs", "an int >= 0 (0 or null: until early stopping)")
+    if n_epochs is not None:
+        params["n_epochs"] = n_epochs
     if params.get("seed") is None:
-        params["seed"] = int(cfg.seed)
+        params["seed"] = root_int(cfg, "seed", "an int (or null: unseeded)")
     return cls, params
+
+
+def root_int(cfg: DictConfig, key: str, expected: str) -> int | None:
+    """The root config value ``key`` as an int (None where null); anything else (``n_epochs=abc``, whose root default
+    is null and so takes any type) is refused naming the key, ``expected`` and what was given."""
+    value = cfg.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{key} must be {expected}, got {_type_name(value)} {value!r}")
+    return value
 
 
 def build_algorithm_config(cfg: DictConfig) -> Any:
@@ -383,8 +397,12 @@ def learns_from_data(algorithm: Any) -> bool:
     return isinstance(algorithm, BCAlgorithmConfig)
 
 
-def validate_config(cfg: DictConfig) -> None:
-    """Check a composed configuration as far as can be done without building envs or importing torch."""
+def validate_config(cfg: DictConfig, explicit: Iterable[str] = ()) -> None:
+    """Check a composed configuration as far as can be done without building envs or importing torch.
+
+    :param explicit: the dotted keys the user set (overrides): a value set on purpose that cannot work as asked
+        (``algorithm.batch_size`` larger than a rollout) is refused, where a default is used as it works.
+    """
     algorithm = build_algorithm_config(cfg)
     if learns_from_data(algorithm):
         imitation_dataset_dir(algorithm.dataset)
@@ -410,9 +428,39 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigurationError(f"runner.{key} must be >= 1, got {runner.get(key)}")
     if cfg.get("n_epochs") is not None and int(cfg.n_epochs) < 0:
         raise ConfigurationError(f"n_epochs must be >= 0 (0 or null: until early stopping), got {cfg.n_epochs}")
-    threads = cfg.get("torch_threads")
-    if threads is not None and int(threads) < 1:
+    threads = root_int(cfg, "torch_threads", "an int >= 1, or null for torch's default")
+    if threads is not None and threads < 1:
         raise ConfigurationError(f"torch_threads must be >= 1, or null for torch's default, got {threads}")
+    if "algorithm.batch_size" in set(explicit):
+        _check_batch_size(cfg, algorithm)
+
+
+def _check_batch_size(cfg: DictConfig, algorithm: Any) -> None:
+    """Refuse a PPO ``batch_size`` larger than one rollout (``n_rollout_steps`` x training envs): its minibatches
+    are cut from one rollout, so it would train on whole rollouts while the config says otherwise."""
+    batch, steps = getattr(algorithm, "batch_size", None), getattr(algorithm, "n_rollout_steps", None)
+    if not hasattr(algorithm, "n_optimization_epochs") or not isinstance(batch, int) or not isinstance(steps, int):
+        return  # minibatches of rollouts are PPO's
+    runner = cfg.runner
+    if runner.get("vector_env") in ("ray", "processes"):
+        n_envs = int(runner.get("n_workers", 1)) * int(runner.get("envs_per_worker", 1))
+        envs = f"{n_envs} envs (runner.n_workers x runner.envs_per_worker)"
+    else:
+        n_envs = int(runner.get("concurrency", 1))
+        envs = f"{n_envs} env{'s' if n_envs != 1 else ''} (runner.concurrency)"
+    if batch <= steps * n_envs:
+        return
+    if getattr(algorithm, "bounded_box", None):  # where every action head is a bounded Box its values may apply
+        bounded_steps = algorithm.for_bounded_box_actions()[0].n_rollout_steps
+        if bounded_steps != steps and bounded_box_actions(cfg) is not False:
+            steps = bounded_steps
+            if batch <= steps * n_envs:
+                return
+    rollout = steps * n_envs
+    raise ConfigurationError(f"algorithm.batch_size={batch} is larger than a rollout of algorithm.n_rollout_steps="
+                             f"{steps} x {envs} = {rollout} samples, from which PPO cuts its minibatches; set "
+                             f"algorithm.batch_size to at most {rollout}, or raise algorithm.n_rollout_steps or the "
+                             f"number of envs")
 
 
 def bounded_box_actions(cfg: DictConfig) -> bool | None:
@@ -530,7 +578,18 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
     others = [d for d in dirs if d != primary]
     if others:
         hydra_overrides.append("hydra.searchpath=[" + ",".join(f"file://{d}" for d in others) + "]")
-    cfg, choices = _hydra_compose(primary, config_name, hydra_overrides)
+    try:
+        cfg, choices = _hydra_compose(primary, config_name, hydra_overrides)
+    except Exception as err:  # noqa: BLE001 - Hydra's composition errors have several types
+        if components.get("critic") is not None or "critic/" not in str(err):
+            raise
+        # the model file brings its own critic, which the default critic option cannot be merged into: keep the
+        # model's (as for template models below); a model without one still needs a critic option that fits it
+        cfg, choices = _hydra_compose(primary, config_name, [*hydra_overrides, "critic=none"])
+        if not cfg.model.get("critic"):
+            raise ConfigurationError(f"the default critic option does not fit model '{choices.get('model')}' "
+                                     f"({' '.join(str(err).split())[:300]}); choose a critic option that fits it "
+                                     f"(critic=...), or critic=none for none") from None
     if (components.get("critic") is None and choices.get("critic") == DEFAULT_CRITIC
             and str(OmegaConf.select(cfg, "model._target_", default="")).endswith("TemplateModelComposer")):
         cfg, _ = _hydra_compose(primary, config_name, [*hydra_overrides, "critic=none"])

@@ -44,11 +44,12 @@ TABLE_COLUMNS = ("batch_index", "status", "epoch", "env_steps", "best_eval_rewar
 def batch_values(pairs: Iterable[tuple[str, str]]) -> dict[str, list[Any]]:
     """The values of each parameter from ``-p NAME VALUE`` pairs: VALUE split at commas outside brackets, braces and
     quotes (as ``maze-lab sweep`` splits ``key=a,b,c``), each piece read as YAML as ``maze-lab run -p`` reads values
-    (``3``, ``0.001``, ``true``, ``[64,64]``, ``'{algorithm.lr: 0.001}'``). A parameter given twice keeps the last."""
+    (``3``, ``0.001``, ``true``, ``[64,64]``, ``'{algorithm.lr: 0.001}'``). A parameter given twice keeps the last.
+    A value that is not a plain Python literal is refused (see ``maze_lab.run.papermill_run.parse_parameter``)."""
     from maze_lab.cli import split_values
-    from maze_lab.run.config import parse_override_value
+    from maze_lab.run.papermill_run import parse_parameter
 
-    return {name: [parse_override_value(piece) for piece in split_values(text)] for name, text in pairs}
+    return {name: [parse_parameter(name, piece) for piece in split_values(text)] for name, text in pairs}
 
 
 def batch_grid(parameters: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -94,9 +95,10 @@ def run_notebook_batch(notebook: str | Path, parameters: Mapping[str, Any], n_jo
         ``host:6379`` or ``ray://host:10001`` joins a cluster.
     :param name: the batch's name (default: the notebook's file name without ``.ipynb``).
     :raises FileNotFoundError: the notebook does not exist.
-    :raises ConfigurationError: an undeclared parameter, an empty list of values, a bad ``n_jobs`` or ``backend``.
+    :raises ConfigurationError: an undeclared parameter, an empty list of values, a bad ``n_jobs`` or ``backend``, a
+        value that is not a plain Python literal (see ``maze_lab.run.papermill_run.check_parameter``).
     """
-    from maze_lab.run.papermill_run import notebook_parameters
+    from maze_lab.run.papermill_run import check_parameters, notebook_parameters
 
     source = Path(notebook).resolve()
     if not source.is_file():
@@ -106,6 +108,8 @@ def run_notebook_batch(notebook: str | Path, parameters: Mapping[str, Any], n_jo
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ConfigurationError(f"n_jobs must be an int >= 1 (executions at the same time), got {n_jobs!r}")
     swept, combos = batch_grid(parameters)
+    for params in combos:  # every value as it is written into the notebook: nothing runs where one is refused
+        check_parameters(params)
     # checked here once rather than failing in every execution the same way
     declared = notebook_parameters(source)
     unknown = sorted(set(parameters) - set(declared))

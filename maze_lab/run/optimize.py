@@ -25,6 +25,17 @@ their runs recorded ``interrupted`` and their trials ``FAIL`` with ``interrupted
 :class:`~maze_lab.run.ray_tasks.RunsInterrupted`, a KeyboardInterrupt, says so. A trial run one at a time trains in
 the driver's own process, and a worker process ends when its driver is gone: a driver killed outright (SIGKILL)
 leaves no trial training, and its trials' runs read ``died``.
+
+A search space and a study directory are untrusted input, as a run directory is (they are shared, downloaded,
+copied from a colleague): before anything is composed or run, every ``_target_``, dotted name and Gymnasium
+``module:EnvId`` that the space's ``overrides`` and choices hold is checked against the allow-list of run directories
+(:class:`~maze_lab.core.utils.factory.TrustPolicy`: maze-lab's own classes and env factories, torch.nn modules,
+Gymnasium spaces and env ids), plus the names the configuration composed without the space already uses, the
+packages of ``config_module`` and what ``trust=`` / ``--trust`` adds. What the study directory holds (``study.db``
+and its journal, the lock, ``search_space.yaml``, ``best_*.yaml``, the trial directories) must be a regular file (a
+directory) inside it: a symlink leaving it, a FIFO, a device or a socket is refused with one line naming the path, as
+is a ``study.db`` that is not an SQLite database or is damaged, and one that another process holds locked (after a
+wait of :data:`DB_LOCK_WAIT_S`).
 """
 
 from __future__ import annotations
@@ -35,19 +46,21 @@ import dataclasses
 import json
 import math
 import os
+import re
 import socket
+import stat
 import sys
 import time
 import traceback
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from maze_lab.core.utils.factory import ConfigurationError
+from maze_lab.core.utils.factory import ConfigurationError, TrustError, TrustPolicy, locate
 
 SPACE_GROUP = "search_space"
 """The config group (folder) of search-space files."""
@@ -66,6 +79,14 @@ _STUDY_KEYS = ("direction", "objective", "n_trials", "sampler", "pruner")
 _FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 TRIAL_DIR = "trial_{:04d}"
 """The run directory of trial ``number`` inside the study directory."""
+STUDY_DB = "study.db"
+"""The study's SQLite file inside the study directory."""
+DB_LOCK_WAIT_S = 3.0
+"""How long opening a study waits for a ``study.db`` that another process holds locked before it says so."""
+_TRIAL_DIR_NAME = re.compile(r"trial_\d{4,}")
+_STUDY_FILES = (STUDY_DB, f"{STUDY_DB}-journal", f"{STUDY_DB}-wal", f"{STUDY_DB}-shm", ".optimize.lock",
+                "search_space.yaml", "best_config.yaml", "best_params.yaml")
+"""The files maze-lab (and SQLite) read or write in a study directory."""
 
 
 # ---- the search space ----------------------------------------------------------------------------------------------
@@ -337,6 +358,137 @@ def check_space_keys(space: SearchSpace, base: DictConfig, config_modules: list[
                 raise ConfigurationError(f"{where}: {err}") from None
 
 
+# ---- what a search space may name -----------------------------------------------------------------------------------
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+"""A dotted Python name (``package.module.Name``): what maze-lab's configuration resolves with ``locate``."""
+_ENV_ID_MODULE = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):\S")
+"""A Gymnasium env id ``module:EnvId``: Gymnasium imports ``module``."""
+_SPACE_ALLOWED = "maze-lab's own classes and env factories, torch.nn modules, Gymnasium spaces and env ids"
+
+
+class SearchSpaceTrustError(TrustError):
+    """A search space names something off the allow-list (see :func:`check_space_trust`); nothing of it was imported
+    or run. ``source`` is the file, ``key`` the key in it (``overrides.env._target_``), ``target`` the name."""
+
+    def _message(self) -> str:
+        message = (f"search space {self.source}: {self.key} = '{self.target}' was refused: {self.reason}. A search "
+                   f"space (and a study directory) may name only {_SPACE_ALLOWED}")
+        if not self.allowable:
+            return message + "; this name cannot be allowed"
+        name = self.target.split(":", 1)[0].split(".", 1)[0]
+        return (message + f". If you trust this search space, allow it with `maze-lab optimize --trust {name}` or "
+                          f"optimize(..., trust=['{name}'])")
+
+    def with_key(self, key: str | None) -> SearchSpaceTrustError:
+        return SearchSpaceTrustError(self.target, self.reason, self.source, key, self.how_to_allow, self.allowable)
+
+
+def _importable(name: str) -> bool:
+    """Whether the first part of a dotted name is an importable module (nothing is imported to find out)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name.split(".", 1)[0]) is not None
+    except (ImportError, ValueError):
+        return True  # something of that name is there: check it
+
+
+def space_names(space: SearchSpace) -> Iterator[tuple[str, str, str]]:
+    """``(key, name, kind)`` of every name a search space holds in its ``overrides`` and categorical choices: kind
+    ``target`` (a ``_target_`` value), ``name`` (a dotted name whose package is importable, as a value or as a key of
+    a mapping, e.g. a wrapper) or ``env id`` (a Gymnasium id ``module:EnvId`` whose module is importable)."""
+
+    def walk(value: Any, key: str) -> Iterator[tuple[str, str, str]]:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                if isinstance(k, str) and _DOTTED_NAME.fullmatch(k) and _importable(k):
+                    yield f"{key}.{k}", k, "name"
+                yield from walk(v, f"{key}.{k}")
+        elif isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                yield from walk(v, f"{key}[{i}]")
+        elif isinstance(value, str):
+            if key.rsplit(".", 1)[-1] == "_target_":
+                yield key, value, "target"
+            elif _DOTTED_NAME.fullmatch(value):
+                if _importable(value):
+                    yield key, value, "name"
+            else:
+                env_id = _ENV_ID_MODULE.match(value)
+                if env_id is not None and _importable(env_id.group(1)):
+                    yield key, value, "env id"
+
+    for key, value in space.overrides.items():
+        yield from walk(value, f"overrides.{key}")
+    for key, spec in space.params.items():
+        for choice in spec.choices or []:
+            yield from walk(choice, f"params.{key}")
+
+
+def _refusal(policy: TrustPolicy, name: str, kind: str) -> TrustError | None:
+    """The refusal of one name (None: allowed, or nothing there to import: the configuration reports that)."""
+    try:
+        if kind == "env id":
+            module = name.split(":", 1)[0]
+            try:
+                policy.check_path(module)  # Gymnasium imports the module itself
+            except TrustError as err:
+                raise TrustError(name, f"Gymnasium would import the module '{module}' for this env id, and "
+                                       f"{err.reason}", allowable=err.allowable) from None
+        else:
+            policy.run(lambda: locate(name))
+    except TrustError as err:
+        return err
+    except (ConfigurationError, ImportError):
+        return None
+    return None
+
+
+def check_space_trust(space: SearchSpace, trust: list[str] | tuple[str, ...] | str | None = None,
+                      config_modules: list[str] | tuple[str, ...] = (),
+                      own_names: Callable[[], list[str]] | None = None) -> None:
+    """Refuse a search space that names anything off the allow-list of run directories, before anything of it is
+    imported or run: every ``_target_``, dotted name and Gymnasium ``module:EnvId`` in its ``overrides`` and choices.
+
+    Trusted besides the allow-list: ``trust`` (modules or dotted names), the packages of ``config_modules``, and
+    ``own_names()``: the names of the configuration the trials start from without this space (asked for only where
+    a name would be refused otherwise).
+
+    :raises SearchSpaceTrustError: one line naming the file, the key, the name and how to allow it.
+    """
+    found = list(space_names(space))
+    if not found:
+        return
+    policy = TrustPolicy(trust, source=space.source, how_to_allow=None)
+    policy = policy.extended([m.split(".", 1)[0] for m in config_modules])
+    extended = False
+    for key, name, kind in found:
+        refused = _refusal(policy, name, kind)
+        if refused is not None and refused.allowable and own_names is not None and not extended:
+            policy, extended = policy.extended(own_names()), True
+            refused = _refusal(policy, name, kind)
+        if refused is not None:
+            raise SearchSpaceTrustError(refused.target, refused.reason, space.source, key,
+                                        allowable=refused.allowable) from None
+
+
+def _config_names(config: Any) -> Iterator[str]:
+    """Every ``_target_`` value and dotted name in a composed configuration (plain containers)."""
+    if isinstance(config, Mapping):
+        for k, v in config.items():
+            if isinstance(k, str) and _DOTTED_NAME.fullmatch(k):
+                yield k
+            if k == "_target_" and isinstance(v, str):
+                yield v
+            else:
+                yield from _config_names(v)
+    elif isinstance(config, list):
+        for v in config:
+            yield from _config_names(v)
+    elif isinstance(config, str) and _DOTTED_NAME.fullmatch(config):
+        yield config
+
+
 # ---- study construction --------------------------------------------------------------------------------------------
 def make_sampler(settings: dict[str, Any], seed_offset: int = 0, parallel: bool = False) -> Any:
     """The Optuna sampler of ``study.sampler``; a resumed study draws from ``seed + seed_offset``, not the values of
@@ -370,9 +522,102 @@ def study_storage(study_dir: Path) -> Any:
     """The study's SQLite storage (Optuna's RDB storage with its in-process cache)."""
     import optuna
 
-    url = f"sqlite:///{(study_dir / 'study.db').resolve()}"
+    url = f"sqlite:///{(study_dir / STUDY_DB).resolve()}"
     # one process opens the file (see the module docstring); the timeout covers the driver's own threads
     return optuna.storages.get_storage(optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}))
+
+
+def _study_entry(study_dir: Path, name: str, what: str, directory: bool = False) -> Path:
+    """``study_dir/name`` where it is missing, or a regular file (``directory``: a directory) whose real path lies
+    inside the study directory; anything else (a symlink leaving it, a FIFO, a device, a socket) is refused."""
+    from maze_lab.core.utils.safe_files import UnsafeFileError, check_inside, file_kind
+
+    path = study_dir / name
+    if not os.path.lexists(path):
+        return path
+    todo = "move it away or give another study_dir"
+    try:
+        check_inside(path, study_dir, what=what)
+        info = os.stat(path)
+    except UnsafeFileError as err:
+        raise ConfigurationError(f"{' '.join(str(err).split())}; {todo}") from None
+    except FileNotFoundError:
+        return path  # a symlink to a file of the study directory that is not there yet: it is made there
+    except OSError as err:
+        raise ConfigurationError(f"{path} cannot be used as the study's {what}: {err.strerror or err}; {todo}") \
+            from None
+    expected = "directory" if directory else "regular file"
+    if (stat.S_ISDIR if directory else stat.S_ISREG)(info.st_mode):
+        return path
+    raise ConfigurationError(f"{path} is a {file_kind(info.st_mode)}, not a {expected}: maze-lab reads and writes "
+                             f"the study's {what} only as a {expected} inside the study directory; {todo}")
+
+
+def _study_directory(study_dir: Path) -> Path:
+    """The study directory (made where missing, resolved) with every file maze-lab or SQLite reads or writes there,
+    and every trial directory, checked by :func:`_study_entry`."""
+    from maze_lab.core.utils.safe_files import UnsafeFileError, check_write_dir
+
+    try:
+        study_dir = check_write_dir(study_dir, what="study directory").resolve()
+    except UnsafeFileError as err:
+        raise ConfigurationError(f"{' '.join(str(err).split())}; give another study_dir") from None
+    whats = {STUDY_DB: "database", ".optimize.lock": "lock file"}
+    for name in _STUDY_FILES:
+        _study_entry(study_dir, name, whats.get(name, "journal" if name.startswith(STUDY_DB) else name))
+    for entry in sorted(os.listdir(study_dir)):
+        if _TRIAL_DIR_NAME.fullmatch(entry):
+            _study_entry(study_dir, entry, "trial directory", directory=True)
+    return study_dir
+
+
+def _db_refusal(path: Path, err: BaseException) -> ConfigurationError:
+    """One line for a ``study.db`` that cannot be used: locked by another process, or not a (sound) database."""
+    cause = " ".join(str(getattr(err, "orig", None) or err).split()) or type(err).__name__
+    if "locked" in cause or "busy" in cause:
+        return ConfigurationError(f"{path}: the study database is locked: another process holds it (it was still "
+                                  f"locked after {DB_LOCK_WAIT_S:g} s); end the program that has the study open "
+                                  f"(another optimize, a script or an Optuna dashboard) and run again, or give "
+                                  f"another study_dir")
+    return ConfigurationError(f"{path} cannot be read as the study's database ({cause}): it is damaged, truncated "
+                              f"or not an Optuna study; move it away (a new study then starts there) or give "
+                              f"another study_dir")
+
+
+def _check_study_db(path: Path) -> None:
+    """Refuse a ``study.db`` that is not a sound SQLite database, or that another process holds locked (after
+    :data:`DB_LOCK_WAIT_S`), before Optuna opens it (it would wait for a minute and fail with a long traceback)."""
+    import sqlite3
+
+    if not path.exists() or path.stat().st_size == 0:  # a regular file (checked): a new study starts in it
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(str(path), timeout=DB_LOCK_WAIT_S, isolation_level=None)) as db:
+            db.execute("BEGIN IMMEDIATE")  # the write lock Optuna needs: waits DB_LOCK_WAIT_S at most
+            try:
+                problems = [row[0] for row in db.execute("PRAGMA quick_check(1)")]
+            finally:
+                db.execute("ROLLBACK")
+    except sqlite3.Error as err:
+        raise _db_refusal(path, err) from None
+    if problems != ["ok"]:
+        raise _db_refusal(path, ValueError(problems[0] if problems else "no answer to its integrity check"))
+
+
+def _open_study(study_dir: Path, study_name: str, spec: SearchSpace) -> tuple[Any, Any]:
+    """The study's storage and study (made where new); a damaged or locked ``study.db`` is refused in one line."""
+    import optuna
+    import sqlalchemy.exc
+
+    path = study_dir / STUDY_DB
+    _check_study_db(path)
+    try:
+        storage = study_storage(study_dir)
+        study = optuna.create_study(study_name=study_name, storage=storage, direction=spec.study.direction,
+                                    pruner=make_pruner(spec.study.pruner), load_if_exists=True)
+    except (sqlalchemy.exc.DatabaseError, optuna.exceptions.StorageInternalError) as err:
+        raise _db_refusal(path, err) from err
+    return storage, study
 
 
 @contextlib.contextmanager
@@ -384,7 +629,7 @@ def _study_lock(study_dir: Path) -> Iterator[None]:
     except ImportError:  # Windows: no lock
         yield
         return
-    with open(study_dir / ".optimize.lock", "w") as handle:
+    with open(_study_entry(study_dir, ".optimize.lock", "lock file"), "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -416,7 +661,7 @@ def run_trial(job: dict[str, Any], trial: Any = None) -> dict[str, Any]:
             trial = _proxy_trial(job)
         rc = RunContext(**job["components"], overrides={**job["overrides"], **job["params"]},
                         experiment=job["experiment"], config_module=job["config_modules"], run_dir=job["run_dir"],
-                        silent=True)
+                        silent=True, trust=job.get("trust") or None)
         run_dir = RunDirectory(rc.run_dir)
         info = {"study": job["study_name"], "study_dir": job["study_dir"], "trial": job["number"],
                 "params": job["params"], "state": "running", "host": socket.gethostname(), "pid": os.getpid()}
@@ -647,7 +892,8 @@ def default_study_dir(cfg: DictConfig, space_name: str) -> Path:
 def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Mapping[str, Any] | None = None,
              n_trials: int | None = None, n_jobs: int = 1, backend: str = "local",
              study_dir: str | Path | None = None, address: str | None = None, experiment: str | None = None,
-             config_module: str | list[str] | None = None, quiet: bool = False) -> OptimizeResult:
+             config_module: str | list[str] | None = None, quiet: bool = False,
+             trust: list[str] | tuple[str, ...] | str | None = None) -> OptimizeResult:
     """Search hyperparameters with Optuna; every trial is a maze-lab run under the study directory.
 
     :param space: a search space of the ``search_space`` config group (``"ppo_cartpole"``), a YAML path, or a dict
@@ -665,6 +911,12 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
     :param experiment: an experiment file (replaces the space's).
     :param config_module: importable package(s) with your own config groups (and ``search_space`` files).
     :param quiet: print nothing (otherwise one line per trial and the table of trials at the end).
+    :param trust: modules or dotted names of your own that the search space may name (``["my_project"]``); without
+        it a search space names only what a run directory may (see :func:`check_space_trust`). Resuming from a run
+        (``input_dir``) trusts them too.
+    :raises SearchSpaceTrustError: the search space names something off the allow-list (nothing ran).
+    :raises ConfigurationError: a bad search space or setting, or a study directory whose files are not regular files
+        inside it, whose ``study.db`` is damaged or held locked by another process.
     """
     from maze_lab.run.config import GROUPS, compose_config
 
@@ -680,6 +932,19 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
     components = {k: merged.pop(k) for k in list(merged) if k in GROUPS and isinstance(merged[k], str)}
     named = merged.pop("experiment", None)  # experiment=NAME among the overrides selects the file, as in train
     experiment = experiment or named or spec.experiment
+
+    def own_names() -> list[str]:
+        """The names of the configuration without the space's own keys (its option and experiment files are the
+        config groups' files): what the trials would use anyway."""
+        own = {k: v for k, v in dict(overrides or {}).items() if k != "experiment" and k in merged}
+        try:
+            cfg = compose_config(components, own, experiment, config_modules)
+        except ConfigurationError:
+            return []
+        return list(dict.fromkeys(_config_names(OmegaConf.to_container(cfg, resolve=True))))
+
+    # before anything of the space is composed (composing imports an algorithm's _target_) or run
+    check_space_trust(spec, trust, config_modules, own_names)
     base = compose_config(components, merged, experiment, config_modules)
     check_space_keys(spec, base, config_modules)
     target = n_trials if n_trials is not None else spec.study.n_trials
@@ -689,18 +954,15 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
     with contextlib.ExitStack() as stack:
         if ray_started:  # started here: shut down at the end (an initialised Ray is the caller's)
             stack.callback(_shutdown_ray)
-        study_path.mkdir(parents=True, exist_ok=True)
-        study_path = study_path.resolve()
+        study_path = _study_directory(study_path)
         say = (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))  # noqa: E731
 
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         with _study_lock(study_path):
-            storage = study_storage(study_path)
             study_name = f"optimize-{spec.name}"
-            study = optuna.create_study(study_name=study_name, storage=storage, direction=spec.study.direction,
-                                        pruner=make_pruner(spec.study.pruner), load_if_exists=True)
+            storage, study = _open_study(study_path, study_name, spec)
             if study.direction.name.lower() != spec.study.direction:
                 raise ConfigurationError(f"the study in {study_path} was made with direction "
                                          f"{study.direction.name.lower()}; this search space asks for "
@@ -718,7 +980,8 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
                 f"{missing} to run ({mode})")
             job_base = {"components": components, "overrides": merged, "experiment": experiment,
                         "config_modules": config_modules, "study_name": study_name, "study_dir": str(study_path),
-                        "objective": spec.study.objective, "pruner": spec.study.pruner}
+                        "objective": spec.study.objective, "pruner": spec.study.pruner,
+                        "trust": [trust] if isinstance(trust, str) else list(trust or [])}
             ran = _run_trials(study, storage, spec, missing, n_jobs, backend, address, study_path, job_base, say) \
                 if missing else []
             result = _finish(study, spec, study_path, ran)
@@ -736,12 +999,12 @@ def _note_space(study: Any, spec: SearchSpace, study_dir: Path, say: Any) -> Non
     """Record the search space with the study (and in ``search_space.yaml``); warn where a resumed study searched
     another space."""
     data = json.loads(json.dumps(spec.to_dict(), default=str))
-    earlier = study.user_attrs.get("search_space")
-    if earlier is not None and earlier.get("params") != data["params"]:
+    earlier = study.user_attrs.get("search_space")  # read back from study.db: data, compared only
+    if isinstance(earlier, dict) and earlier.get("params") != data["params"]:
         print(f"maze-lab optimize: warning: the study in {study_dir} was started with other params "
               f"({sorted(earlier.get('params', {}))}); its earlier trials searched those", file=sys.stderr)
     study.set_user_attr("search_space", data)
-    (study_dir / "search_space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    _study_entry(study_dir, "search_space.yaml", "search_space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 def _fail_stale_trials(study: Any, say: Any) -> None:
@@ -851,26 +1114,30 @@ def _finish(study: Any, spec: SearchSpace, study_dir: Path, ran: list[int]) -> O
     """Write ``best_config.yaml`` and ``best_params.yaml`` of the best trial and build the table of trials."""
     from maze_lab.run.run_dir import RunDirectory
 
-    table = trials_table(study, list(spec.params))
+    table = trials_table(study, list(spec.params), study_dir)
     try:
         best = study.best_trial
     except ValueError:  # no trial completed
         return OptimizeResult(study, study_dir, table, None, None, None, None, None, ran)
-    run_dir = RunDirectory(best.user_attrs.get("run_dir", study_dir / TRIAL_DIR.format(best.number)))
+    # the trial's directory in this study directory (study.db records where it was made: a copied study moved)
+    run_dir = RunDirectory(_study_entry(study_dir, TRIAL_DIR.format(best.number), "trial directory", directory=True))
     header = (f"# best trial {best.number} of study {study.study_name} ({spec.study.objective} {best.value:g}); "
               f"run directory {run_dir.path}\n")
-    config_path = study_dir / "best_config.yaml"
+    config_path = _study_entry(study_dir, "best_config.yaml", "best_config.yaml")
     config = OmegaConf.create(run_dir.read_config())
     config_path.write_text(f"{header}# the composed configuration of that run\n{OmegaConf.to_yaml(config)}")
-    params_path = study_dir / "best_params.yaml"
+    params_path = _study_entry(study_dir, "best_params.yaml", "best_params.yaml")
     params_path.write_text(f"{header}# the searched values, usable as overrides\n"
                            f"{yaml.safe_dump(dict(best.params), sort_keys=False)}")
     return OptimizeResult(study, study_dir, table, dict(best.params), float(best.value), best.number, config_path,
                           params_path, ran)
 
 
-def trials_table(study: Any, keys: list[str]) -> Any:
-    """One row per trial: number, state, value, the searched keys, epochs trained, run directory, error."""
+def trials_table(study: Any, keys: list[str], study_dir: Path | None = None) -> Any:
+    """One row per trial: number, state, value, the searched keys, epochs trained, run directory, error.
+
+    :param study_dir: the study directory: the run directories are its ``trial_<number>`` (default: where the study
+        recorded them, which is elsewhere for a study that was copied or moved)."""
     import pandas as pd
 
     rows = []
@@ -880,7 +1147,8 @@ def trials_table(study: Any, keys: list[str]) -> Any:
             row["value"] = t.intermediate_values[max(t.intermediate_values)]
         row.update({k: t.params.get(k) for k in keys})
         row["epochs"] = t.user_attrs.get("epochs")
-        row["run_dir"] = t.user_attrs.get("run_dir")
+        row["run_dir"] = str(study_dir / TRIAL_DIR.format(t.number)) if study_dir is not None else \
+            t.user_attrs.get("run_dir")
         row["error"] = t.user_attrs.get("error")
         rows.append(row)
     return pd.DataFrame(rows, columns=["trial", "state", "value", *keys, "epochs", "run_dir", "error"])
@@ -919,6 +1187,10 @@ def add_optimize_parser(sub: Any, common: Any) -> None:
                                                      "optimize-<space>)")
     p.add_argument("--experiment", help="experiment file (config group 'experiment')")
     p.add_argument("--config-module", action="append", help="importable package with your own config groups")
+    p.add_argument("--trust", action="append", metavar="MODULE",
+                   help="a module (my_project) or dotted name of your own that the search space may name; "
+                        "repeatable. Without it a search space (like a run directory) names only maze-lab's own "
+                        "classes and env factories, torch.nn modules and Gymnasium env ids")
     p.set_defaults(func=_optimize_command)
 
 
@@ -939,7 +1211,7 @@ def _optimize_command(args: Any) -> int:
             result = optimize(args.space, overrides={**components, **overrides}, n_trials=args.trials,
                               n_jobs=args.jobs, backend="ray" if args.ray else "local", study_dir=args.study_dir,
                               address=args.address, experiment=args.experiment or experiment,
-                              config_module=args.config_module)
+                              config_module=args.config_module, trust=args.trust)
         except KeyboardInterrupt as err:
             return report_interrupted("optimize", err, caught, "trial(s)",
                                       "; run the same command again to resume the study")

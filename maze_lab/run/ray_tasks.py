@@ -104,9 +104,15 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, setting:
         return False
     import logging
 
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    label, local = f"{setting}={address!r}", "or leave the address out for a local Ray"
+    if not address and os.environ.get("RAY_ADDRESS"):
+        # the value came from the environment, not from what the user passed: the messages say so
+        address = os.environ["RAY_ADDRESS"]
+        label = f"RAY_ADDRESS={address!r} (an environment variable of this process; {setting} was not given)"
+        local = f"or unset RAY_ADDRESS for a local Ray ({setting}=local starts one whatever RAY_ADDRESS says)"
+    address = address or None
     if address is not None and address not in ("auto", "local"):
-        _check_reachable(address, setting)
+        _check_reachable(address, label, local)
     options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
                                "log_to_driver": False}
     try:
@@ -120,7 +126,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, setting:
             ray.init(address=address, **options)
     except ConnectionError as err:
         raise RayConnectionError(
-            f"{setting}={address!r}: cannot join the Ray cluster ({' '.join(str(err).split())}). Start it with "
+            f"{label}: cannot join the Ray cluster ({' '.join(str(err).split())}). Start it with "
             f"`ray start --head` on the head node (`ray status` shows it); Ray's token authentication needs the "
             f"cluster's token here too (RAY_AUTH_MODE=token with ~/.ray/auth_token or RAY_AUTH_TOKEN)") from err
     return True
@@ -142,8 +148,12 @@ def stop_ray_actors(actors: Sequence[Any], timeout: float = 30.0) -> None:
             ray.kill(actor)
 
 
-def _check_reachable(address: str, setting: str) -> None:
-    """Refuse at once a cluster address where nothing listens (Ray itself would retry it for minutes)."""
+def _check_reachable(address: str, label: str, local: str) -> None:
+    """Refuse at once a cluster address where nothing listens (Ray itself would retry it for minutes).
+
+    :param label: where the address came from and its value (``runner.address='host:6379'``), for the message.
+    :param local: how to get a local Ray instead, for the message.
+    """
     import socket
     from urllib.parse import urlsplit
 
@@ -153,15 +163,15 @@ def _check_reachable(address: str, setting: str) -> None:
     except ValueError:  # a port that is not a number
         host, port = None, None
     if not host:
-        raise RayConnectionError(f"{setting}={address!r} is not HOST:PORT, ray://HOST:PORT or auto")
+        raise RayConnectionError(f"{label} is not HOST:PORT, ray://HOST:PORT or auto")
     port = port or (10001 if parts.scheme == "ray" else 6379)
     try:
         socket.create_connection((host, port), timeout=5).close()
     except OSError as err:
         raise RayConnectionError(
-            f"{setting}={address!r}: no Ray cluster answers at {host}:{port} ({err.strerror or err}). Start one with "
+            f"{label}: no Ray cluster answers at {host}:{port} ({err.strerror or err}). Start one with "
             f"`ray start --head --port={port}` on that machine (Ray Client, ray://: the head's port 10001) and "
-            f"`ray start --address=HEAD:6379` on the others, or leave the address out for a local Ray") from None
+            f"`ray start --address=HEAD:6379` on the others, {local}") from None
 
 
 def run_as_ray_tasks(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], n_jobs: int,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
+import dataclasses
 import itertools
 import secrets
 import sys
@@ -111,9 +113,9 @@ class RunContext:
             self.grid, self.grid_keys = [overrides], []
             self.config = self._compose(overrides)
             self.configs = [self.config]
-        for cfg in self.configs:
+        for cfg, given in zip(self.configs, self.grid, strict=True):
             if "algorithm" not in self._objects:
-                validate_config(cfg)  # before anything heavy is imported or any directory is made
+                validate_config(cfg, given)  # before anything heavy is imported or any directory is made
             if cfg.get("input_dir"):
                 # refuse a directory that is not a run, or one whose config names untrusted code, before making one
                 _check_resume_source(RunDirectory.open(cfg.input_dir), cfg, trust, self._config_modules)
@@ -121,6 +123,7 @@ class RunContext:
         self._previous = _previous_results(self._requested_run_dir, self.config, overwrite) \
             if self._requested_run_dir is not None and not multirun else "none"
         self._run: _Run | None = None
+        self._best_policy: tuple[Any, Any] | None = None  # (best state dict, a policy holding it)
         self.runs: list[_Run] = []
         self.failures: list[tuple[Path, BaseException]] = []
         self.detached_runs: list[Path] = []
@@ -166,7 +169,7 @@ class RunContext:
         """How long ``train(n_epochs)`` trains, in one line (a number of epochs, or until early stopping)."""
         _check_n_epochs(n_epochs)
         if "algorithm" in self._objects:
-            obj = self._objects["algorithm"]
+            obj = run_algorithm_object(self._objects["algorithm"], self.config)
             epochs = n_epochs if n_epochs is not None else obj.n_epochs
             patience = getattr(obj, "patience", 0)  # BC has none: it trains until stopped
             return (f"training for {epochs} epochs" if epochs else
@@ -247,29 +250,77 @@ class RunContext:
         self.detached_runs.append(path)
         return AttachedRun(path)
 
-    def evaluate(self, n_episodes: int | None = None, deterministic: bool | None = None) -> dict[str, float]:
-        """Evaluate the current policy; returns ``{"Topic/event/name": value}`` of the evaluation episodes. Like
-        ``evaluate``, ``compute_action`` and ``rollout`` run torch with the config's ``torch_threads`` (then put the
-        caller's setting back): with torch's default in a kernel, evaluating took 50x longer."""
+    def evaluate(self, n_episodes: int | None = None, deterministic: bool | None = None,
+                 which: str = "best", seed: int | None = None) -> dict[str, float]:
+        """Evaluate the policy; returns ``{"Topic/event/name": value}`` of the evaluation episodes (also written into
+        the run's statistics). Like ``evaluate``, ``compute_action`` and ``rollout`` run torch with the config's
+        ``torch_threads`` (then put the caller's setting back): with torch's default in a kernel, evaluating took
+        50x longer.
+
+        :param which: the weights that act (see :meth:`weights`): ``best`` (default, as ``maze-lab rollout``), the
+            weights of the run's best evaluation, or ``last``, the weights as training left them.
+        :param seed: seed of the evaluation episodes (default: the evaluation envs go on with their own stream).
+        """
         run = self._single()
         if run.handle is not None and run.handle.running:
             raise RuntimeError("the run is training in the background; evaluate after it ended (handle.wait()) or "
                                "stop it (handle.stop()) — both would use the same evaluation envs")
         trainer = run.trainer
-        with torch_threads_of_this_thread(self._torch_threads(FROM_CONFIG)):
-            trainer.evaluate(deterministic=deterministic, repeats=n_episodes)
+        best = self._best_state(which)
+        saved = copy.deepcopy(trainer.model.state_dict()) if best is not None else None
+        try:
+            if best is not None:
+                trainer.model.load_state_dict(best)
+            with torch_threads_of_this_thread(self._torch_threads(FROM_CONFIG)):
+                trainer.evaluate(deterministic=deterministic, repeats=n_episodes, seed=seed)
+        finally:
+            if saved is not None:  # training goes on from where it was
+                trainer.model.load_state_dict(saved)
         return {f"{k.topic}/{k.event_name}/{k.label}": v for k, v in trainer.evaluator.last_stats.items()
                 if not isinstance(v, list)}
 
-    def compute_action(self, observation: dict, actor_id: Any = None, deterministic: bool = False) -> dict:
-        """The policy's action for one observation (or a batch)."""
-        policy = self._single().trainer.policy
+    def weights(self, which: str = "best") -> str:
+        """Which weights ``compute_action``, ``evaluate`` and ``rollout`` act with for ``which``: ``best`` gives
+        those of the run's best evaluation so far ("best (epoch N, reward R)"), or the current weights ("last")
+        while no evaluation has been made (before training); ``last`` gives the weights as training left them."""
+        if which not in WHICH_WEIGHTS:
+            raise ValueError(f"which={which!r} names no weights; valid: {', '.join(map(repr, WHICH_WEIGHTS))}")
+        selection = self._single().trainer.model_selection
+        if which == "best" and selection.best_state is not None:
+            return f"best (epoch {selection.best_epoch}, reward {selection.best_reward:.4g})"
+        return "last"
+
+    def _best_state(self, which: str) -> dict[str, Any] | None:
+        """The state dict of the best evaluation where ``which`` is ``best`` and one exists, else None."""
+        if which not in WHICH_WEIGHTS:
+            raise ValueError(f"which={which!r} names no weights; valid: {', '.join(map(repr, WHICH_WEIGHTS))}")
+        return self._single().trainer.model_selection.best_state if which == "best" else None
+
+    def _acting_policy(self, which: str) -> Any:
+        """The trainer's policy (``last``, or ``best`` before any evaluation), or a copy holding the best weights
+        (made once per new best)."""
+        trainer = self._single().trainer
+        best = self._best_state(which)
+        if best is None:
+            return trainer.policy
+        if self._best_policy is None or self._best_policy[0] is not best:
+            model = copy.deepcopy(trainer.model)
+            model.load_state_dict(best)
+            self._best_policy = (best, getattr(model, "policy", model))
+        return self._best_policy[1]
+
+    def compute_action(self, observation: dict, actor_id: Any = None, deterministic: bool = False,
+                       which: str = "best") -> dict:
+        """The policy's action for one observation (or a batch).
+
+        :param which: ``best`` (default) or ``last`` weights (see :meth:`weights`)."""
+        policy = self._acting_policy(which)
         with torch_threads_of_this_thread(self._torch_threads(FROM_CONFIG)):
             return policy.compute_action(observation, actor_id=actor_id, deterministic=deterministic)
 
     def rollout(self, n_episodes: int = 1, deterministic: bool = True, seed: int | None = None,
                 record_trajectory: bool = True, record_frames: bool | None = None, n_workers: int = 1,
-                backend: str = "processes") -> Any:
+                backend: str = "processes", which: str = "best") -> Any:
         """Roll out the current policy on fresh envs of this run; episodes are recorded into the run directory's
         ``trajectories/`` (view them with ``TrajectoryViewer(rc.run_dir / "trajectories")``).
 
@@ -277,18 +328,20 @@ class RunContext:
             RGB frames and has no renderer that can redraw a recorded state, e.g. Gymnasium envs).
         :param n_workers: split the episodes over this many local processes (``backend="processes"``) or Ray tasks
             (``backend="ray"``); episode i is seeded ``seed + i`` as in one process (see
-            ``maze_lab.train.ray_rollouts.parallel_rollout``)."""
+            ``maze_lab.train.ray_rollouts.parallel_rollout``).
+        :param which: ``best`` (default, as ``maze-lab rollout``) or ``last`` weights (see :meth:`weights`)."""
         from maze_lab.core.rollout import SequentialRolloutRunner
 
         run = self._single()
         factory = run.env_factory(0, "rollout")
+        policy = self._acting_policy(which)
         if n_workers != 1 or backend != "processes":
             from maze_lab.train.ray_rollouts import parallel_rollout
 
-            return parallel_rollout(factory.build_env, run.trainer.policy, n_episodes, n_workers, backend=backend,
+            return parallel_rollout(factory.build_env, policy, n_episodes, n_workers, backend=backend,
                                     deterministic=deterministic, seed=seed, record_trajectory=record_trajectory,
                                     trajectory_dir=run.run_directory.trajectory_dir, record_frames=record_frames)
-        runner = SequentialRolloutRunner(factory.build_env, run.trainer.policy, n_episodes,
+        runner = SequentialRolloutRunner(factory.build_env, policy, n_episodes,
                                          record_trajectory=record_trajectory,
                                          trajectory_dir=run.run_directory.trajectory_dir,
                                          deterministic=deterministic, seed=seed, writers=[],
@@ -482,11 +535,68 @@ class RunFailedError(RuntimeError):
     """A background run ended with an exception; the message carries its traceback."""
 
 
+def run_algorithm_object(algorithm: Any, config: DictConfig) -> Any:
+    """An algorithm config object as a run trains with it: the root ``seed`` where the object has none and the root
+    ``n_epochs`` where one is set, as for an algorithm given by name or dict (a copy; the user's object is left
+    alone)."""
+    from maze_lab.run.config import root_int
+
+    if not dataclasses.is_dataclass(algorithm):
+        return algorithm
+    names = {f.name for f in dataclasses.fields(algorithm)}
+    changes: dict[str, Any] = {}
+    if "seed" in names and algorithm.seed is None:
+        seed = root_int(config, "seed", "an int (or null: unseeded)")
+        if seed is not None:
+            changes["seed"] = seed
+    n_epochs = root_int(config, "n_epochs", "an int >= 0 (0 or null: until early stopping)")
+    if "n_epochs" in names and n_epochs is not None:
+        changes["n_epochs"] = n_epochs
+    return dataclasses.replace(algorithm, **changes) if changes else algorithm
+
+
+def importable_name(obj: Any) -> str | None:
+    """``module.qualname`` of a function or class that can be imported back by that name (the same object), else
+    None (a lambda, a nested function, one defined in ``__main__`` such as a notebook's)."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname \
+            or module in ("__main__", "__mp_main__", "builtins"):
+        return None
+    found: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return f"{module}.{qualname}" if found is obj else None
+
+
+def _plain(value: Any) -> Any:
+    """A config value as YAML can hold it (a schedule or other object by its repr)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return repr(value)
+
+
+WHICH_WEIGHTS = ("best", "last")
+"""The weights a trained run acts with: its best evaluation's, or the last (as training left them)."""
+
+
 class _Run:
     """Builds and owns the parts of one run: envs, model, trainer, writers, run directory."""
 
     def __init__(self, config: DictConfig, objects: dict[str, Any], run_dir: Path | None, silent: bool,
                  previous: Literal["none", "continue", "replace"] = "none", summary: dict[str, Any] | None = None):
+        if "algorithm" in objects:
+            # the run trains with the root seed and n_epochs as a name or a dict would, and records what it used
+            algorithm = run_algorithm_object(objects["algorithm"], config)
+            objects = {**objects, "algorithm": algorithm}
+            if getattr(algorithm, "seed", None) is not None and config.get("seed") != algorithm.seed:
+                config = config.copy()
+                config.seed = algorithm.seed
         self.config = config
         self.objects = objects
         self.silent = silent
@@ -519,7 +629,12 @@ class _Run:
     def _write_config(self) -> None:
         cfg = OmegaConf.to_container(self.config)
         for group, obj in self.objects.items():
-            cfg[group] = {"_object_": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+            named = obj if group == "env" and hasattr(obj, "__qualname__") else type(obj)  # a factory: itself
+            cfg[group] = {"_object_": f"{named.__module__}.{named.__qualname__}"}
+            if group == "env" and importable_name(obj) is not None:  # rebuilt by name where trusted (load_run)
+                cfg[group]["factory"] = importable_name(obj)
+            if group == "algorithm" and dataclasses.is_dataclass(obj):  # every value the run trains with
+                cfg[group].update({f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)})
         self.run_directory.config_file.write_text(OmegaConf.to_yaml(OmegaConf.create(cfg)))
 
     # ---- building ------------------------------------------------------------------------------------------
@@ -648,7 +763,7 @@ class _Run:
         self.run_directory.write_summary(bounded_box_changes=dict(getattr(trainer, "bounded_box_changes", {})))
         if cfg.input_dir:
             from maze_lab.run.runs import corrupt_checkpoint_errors
-            from maze_lab.train.trainers.common.checkpoints import read_checkpoint
+            from maze_lab.train.trainers.common.checkpoints import check_weights_fit, read_checkpoint
 
             source = RunDirectory.open(cfg.input_dir)
             with corrupt_checkpoint_errors(source.last_checkpoint):
@@ -660,10 +775,16 @@ class _Run:
                 # since they count and score another algorithm's training
                 weights = source.best_checkpoint if source.best_checkpoint.exists() else source.last_checkpoint
                 with corrupt_checkpoint_errors(weights):
-                    trainer.load_checkpoint(weights, weights_only=True)
+                    state = read_checkpoint(weights, trainer.device)
+                # weights of another env's spaces: one line naming the input run, the parameter and both shapes
+                check_weights_fit(trainer.model, state.get("model"), f"input_dir={source.path}: its checkpoint "
+                                                                     f"{weights.name}")
+                trainer.load_state(state, weights_only=True)
                 self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=0,
                                                  fine_tuned_from={"trainer": origin, "checkpoint": weights.name})
             else:
+                check_weights_fit(trainer.model, last.get("model"), f"input_dir={source.path}: its checkpoint "
+                                                                    f"{source.last_checkpoint.name}")
                 trainer.load_state(last)
                 self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=trainer.epoch)
         trainer.callbacks.append(self._on_epoch)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import platform
 import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from maze_lab.core.utils.atomic import write_atomic
+from maze_lab.core.utils.safe_files import UnsafeFileError, open_regular, read_at_most, read_bounded
 
 MARKER = "maze_lab_run.json"
 """The run summary; its presence marks a directory as a maze-lab run."""
@@ -73,16 +76,15 @@ RUN_OUTPUTS = ("config.yaml", "stats.arrows", "stats.parquet", "samples.npz", "c
 """What a run writes into its directory besides the summary: a directory holding any of these has results."""
 
 
-def _read_bounded_text(path: Path, max_bytes: int, what: str) -> str:
-    """The text of ``path``, refused (DamagedRunError) where it is larger than ``max_bytes`` or not UTF-8."""
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise DamagedRunError(f"{path} is {size:,} bytes, more than the {max_bytes:,} bytes a {what} may have; "
-                              f"it was not read")
-    with path.open("rb") as fh:
-        data = fh.read(max_bytes + 1)
+def _read_bounded_text(path: Path, max_bytes: int, what: str, base: Path | None = None) -> str:
+    """The text of ``path``, refused (DamagedRunError) where it is larger than ``max_bytes``, not UTF-8, or not a
+    regular file inside ``base`` (default: the directory holding it): a FIFO, a device or a symlink leaving it."""
     try:
-        return data[:max_bytes].decode("utf-8")
+        data = read_bounded(path, max_bytes, path.parent if base is None else base, what=what)
+    except UnsafeFileError as err:
+        raise DamagedRunError(str(err)) from None
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise DamagedRunError(f"{path} is not UTF-8 text ({err}); a {what} is written as UTF-8") from None
 
@@ -168,7 +170,7 @@ class RunDirectory:
 
     def read_summary(self) -> dict[str, Any]:
         """The summary (status, seed, versions, metrics); an empty or invalid file raises DamagedRunError."""
-        text = _read_bounded_text(self.summary_file, MAX_SUMMARY_BYTES, "run summary")
+        text = _read_bounded_text(self.summary_file, MAX_SUMMARY_BYTES, "run summary", self.path)
         if not text.strip():
             raise DamagedRunError(f"{self.summary_file} is empty; a run summary is a JSON object with the status, "
                                   f"seed and metrics of the run")
@@ -192,7 +194,7 @@ class RunDirectory:
         from omegaconf.errors import OmegaConfBaseException
 
         path = self.config_file
-        text = _read_bounded_text(path, MAX_CONFIG_BYTES, "config.yaml")
+        text = _read_bounded_text(path, MAX_CONFIG_BYTES, "config.yaml", self.path)
         try:
             # aliases can expand a small file into a huge configuration, and maze-lab never writes them
             if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
@@ -213,25 +215,44 @@ class RunDirectory:
         """Raise DamagedRunError where a statistics file of the run is truncated or not maze-lab's (its header and
         footer are read, not the whole file)."""
         legacy = self.path / "stats.parquet"
-        if legacy.exists():
-            import pyarrow.parquet as pq
+        with self._open_statistics(legacy) as fh:
+            if fh is not None:
+                import pyarrow.parquet as pq
 
-            try:
-                pq.read_metadata(legacy)
-            except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a broken footer
-                raise DamagedRunError(f"{legacy} is truncated or corrupt ({' '.join(str(err).split())[:200]})") \
-                    from None
+                try:
+                    pq.read_metadata(fh)
+                except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a broken footer
+                    raise DamagedRunError(f"{legacy} is truncated or corrupt ({' '.join(str(err).split())[:200]})") \
+                        from None
         stream = self.path / "stats.arrows"
-        if stream.exists() and stream.stat().st_size > 0:
+        with self._open_statistics(stream) as fh:
+            head = read_at_most(fh, 1024**2) if fh is not None else b""
+        if head:
             import pyarrow as pa
 
-            with stream.open("rb") as fh:
-                head = fh.read(1024**2)
             try:
                 pa.ipc.open_stream(pa.py_buffer(head))
             except (pa.ArrowException, OSError, ValueError) as err:
                 raise DamagedRunError(f"{stream} is not a maze-lab statistics file "
                                       f"({' '.join(str(err).split())[:200]})") from None
+
+    @contextlib.contextmanager
+    def _open_statistics(self, path: Path) -> Iterator[BinaryIO | None]:
+        """``path`` open for reading where it is a regular file inside the run (None where there is none); anything
+        else raises DamagedRunError naming it (a FIFO, a device, a symlink leading out of the run or nowhere)."""
+        try:
+            fh = open_regular(path, self.path, what="statistics file")
+        except FileNotFoundError:
+            if os.path.islink(path):
+                raise DamagedRunError(f"{path} is a symlink to {os.readlink(path)}, which does not exist") from None
+            fh = None
+        except (UnsafeFileError, IsADirectoryError) as err:
+            raise DamagedRunError(str(err)) from None
+        try:
+            yield fh
+        finally:
+            if fh is not None:
+                fh.close()
 
     def has_results(self) -> bool:
         """Whether a run wrote its configuration, statistics or checkpoints here (see :data:`RUN_OUTPUTS`)."""
@@ -262,7 +283,7 @@ class RunDirectory:
         if not p.is_dir():
             raise NotARunDirectoryError(f"{p} is not a directory; give the path of a maze-lab run directory "
                                         f"(outputs/<experiment>/<timestamp>)")
-        if not (p / MARKER).exists():
+        if not os.path.lexists(p / MARKER):  # a marker that cannot be read still marks a (damaged) run
             found = sorted(x.name for x in p.iterdir())[:10]
             raise NotARunDirectoryError(
                 f"{p} is not a maze-lab run directory: it has no {MARKER} (found: {found}); run directories are "

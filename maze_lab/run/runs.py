@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from maze_lab.core.utils.factory import TrustPolicy
+from maze_lab.core.utils.safe_files import UnsafeFileError, check_write_dir, open_regular, read_at_most
 from maze_lab.run.run_dir import MARKER, DamagedRunError, RunDirectory
 from maze_lab.run.run_status import resolve_status
 
@@ -32,11 +34,24 @@ def list_runs(base_dir: str | Path | None = None, group: str | None = None) -> A
     from maze_lab.run.run_dir import default_outputs_dir
 
     base = Path(base_dir) if base_dir is not None else default_outputs_dir()
-    rows = [_row(RunDirectory(p.parent)) for p in base.glob(f"**/{MARKER}")] if base.exists() else []
+    rows = [row for row in (_row(RunDirectory(path)) for path in _run_dirs(base)) if not _vanished(row)]
     df = pd.DataFrame(rows, columns=_COLUMNS)
     if group is not None:
         df = df[df.group.map(lambda g: in_group(g, group))]
     return df.sort_values("created", ascending=False).reset_index(drop=True) if not df.empty else df
+
+
+def _run_dirs(base: Path) -> Iterator[Path]:
+    """The directories under ``base`` (itself included) that hold a run summary; symlinked directories are not
+    entered, and a directory deleted while it is walked is passed over (another process may delete runs)."""
+    for dirpath, dirnames, filenames in os.walk(base, onerror=lambda _err: None):
+        if MARKER in filenames or MARKER in dirnames:
+            yield Path(dirpath)
+
+
+def _vanished(row: dict[str, Any]) -> bool:
+    """Whether a row is that of a run deleted while it was read (not listed: it is no damaged run)."""
+    return row["status"] == "damaged" and not os.path.lexists(Path(row["run_dir"]) / MARKER)
 
 
 _COLUMNS = ["run_dir", "experiment", "group", "status", "live", "created", "seed", "algorithm", "env", "epoch",
@@ -128,9 +143,11 @@ class LoadedRun:
     :param trust: modules or dotted names of your own whose classes the run's config may name (``["my_project"]``).
     """
 
-    def __init__(self, path: str | Path, trust: Iterable[str] | str | None = None):
+    def __init__(self, path: str | Path, trust: Iterable[str] | str | None = None,
+                 env_factory: Callable[[], Any] | None = None):
         self.directory = RunDirectory.open(path)
         self.path = self.directory.path
+        self._env_factory = env_factory
         self.trust = TrustPolicy(trust, source=str(self.directory.config_file),
                                  how_to_allow="load_run(run_dir, trust=['{name}']) or `maze-lab rollout RUN_DIR "
                                               "--trust {name}`")
@@ -178,14 +195,30 @@ class LoadedRun:
         """A factory of the run's env with its configured wrappers (no statistics wrappers); it builds only what the
         allow-list (and ``trust``) permits."""
         cfg = self._checked_config(("env", "wrappers"))
-        if "_object_" in cfg["env"]:
-            raise ValueError(f"{self.path}: the run used a Python env factory ({cfg['env']['_object_']}); pass your "
-                             f"factory to SequentialRolloutRunner yourself")
         from maze_lab.run.run_context import _EnvFactory, wrappers_in_run_dir
 
+        user_factory = self._env_factory
+        if user_factory is None and "_object_" in cfg["env"]:
+            user_factory = self._recorded_env_factory(cfg)
         # the run's normalization statistics (a relative statistics_dump) are read from its directory
-        return _EnvFactory(cfg["env"], wrappers_in_run_dir(cfg.get("wrappers") or {}, self.path), None, log_dir=None,
-                           trust=self.trust, trust_config=cfg)
+        return _EnvFactory(cfg["env"], wrappers_in_run_dir(cfg.get("wrappers") or {}, self.path), user_factory,
+                           log_dir=None, trust=self.trust, trust_config=cfg)
+
+    def _recorded_env_factory(self, cfg: Mapping[str, Any]) -> Any:
+        """The env factory a run trained with, imported by the name it recorded where the caller trusts its module
+        (TrustError otherwise); a factory that could not be recorded by name must be given back."""
+        from maze_lab.core.utils.factory import locate
+
+        name = cfg["env"].get("factory")
+        if not isinstance(name, str):
+            raise ValueError(f"{self.path}: the run used a Python env factory ({cfg['env']['_object_']}) that cannot "
+                             f"be imported by name (a lambda, or a function defined in a notebook or script); give it "
+                             f"back: load_run(dir, env_factory=make_env) or AgentDeployment.from_run(dir, "
+                             f"env_factory=make_env)")
+        self.trust.check_path(name)
+        factory = self.trust.run(lambda: locate(name), cfg)
+        self.trust.check_object(name, factory)
+        return factory
 
     def policy(self, which: str = "best") -> Any:
         """Rebuild the model from the config and load the ``best`` or ``last`` weights; returns the policy."""
@@ -221,7 +254,7 @@ class LoadedRun:
         path = self.directory.best_checkpoint if which == "best" else self.directory.last_checkpoint
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist (which='{which}'; valid: 'best', 'last')")
-        with corrupt_checkpoint_errors(path):
+        with corrupt_checkpoint_errors(path, self.path):
             return path, read_checkpoint(path)  # a refused or truncated file raises CheckpointError
 
     def normalization_statistics(self, which: str = "best") -> dict[str, Any] | None:
@@ -243,6 +276,8 @@ class LoadedRun:
         redraw a recorded state)."""
         from maze_lab.core.rollout import SequentialRolloutRunner
 
+        if record_trajectory:
+            self.checked_trajectory_dir()  # before the policy is built: nothing is written outside the run
         runner = SequentialRolloutRunner(self.env_factory().build_env, self.policy(which), n_episodes,
                                          record_trajectory=record_trajectory,
                                          trajectory_dir=self.directory.trajectory_dir, deterministic=deterministic,
@@ -253,20 +288,65 @@ class LoadedRun:
                                                    "mean_reward": result.mean_reward})
         return result
 
+    def checked_trajectory_dir(self) -> Path:
+        """The run's ``trajectories/``, where episodes are written and read, after checking that it is (where it
+        exists) a directory inside the run: a symlink leading out of the run, or an entry that is not a directory,
+        raises DamagedRunError naming it. A missing one is not made here (the first episode written makes it)."""
+        path = self.directory.trajectory_dir
+        if not os.path.lexists(path):
+            return path
+        try:
+            return check_write_dir(path, self.path, create=False, what="trajectory directory")
+        except (UnsafeFileError, FileNotFoundError) as err:  # FileNotFoundError: a symlink leading nowhere
+            raise DamagedRunError(str(err)) from None
+
     def trajectories(self) -> list[Path]:
-        """The recorded episode files of the run (oldest first)."""
+        """The recorded episode files of the run (oldest first); files that are not regular files inside
+        ``trajectories/`` are left out, with a warning naming each (see ``maze_lab.core.trajectory.list_episodes``)."""
         from maze_lab.core.trajectory import list_episodes
 
-        d = self.directory.trajectory_dir
+        d = self.checked_trajectory_dir()
         return list_episodes(d) if d.exists() else []
 
 
-@contextlib.contextmanager
-def corrupt_checkpoint_errors(path: str | Path) -> Iterator[None]:
-    """Report an I/O error of torch's zip reader (what a truncated checkpoint of some sizes gives) as the
-    CheckpointError of a corrupt file; a missing or unreadable file keeps its own error."""
+_TORCH_ZIP = b"PK\x03\x04"
+"""How a checkpoint written by ``torch.save`` begins (a zip archive)."""
+
+_TORCH_LEGACY = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
+"""How a checkpoint of torch's older format begins (a pickle protocol 2 header with torch's magic number)."""
+
+
+def check_checkpoint_file(path: str | Path, base: str | Path | None = None) -> None:
+    """Refuse (CheckpointError, one line naming ``path``) a checkpoint that is not a regular file inside ``base``
+    (default: the run directory above ``checkpoints/``, else the directory holding it) or that does not begin as a
+    torch checkpoint does: a FIFO, a device, a symlink leading out of the run, an empty or a text file. Only the
+    first bytes are read; a missing file raises FileNotFoundError."""
     from maze_lab.train.trainers.common.checkpoints import CheckpointError
 
+    path = Path(path)
+    if base is None:
+        base = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    try:
+        with open_regular(path, base, what="checkpoint") as fh:
+            head = read_at_most(fh, len(_TORCH_LEGACY))
+    except UnsafeFileError as err:
+        raise CheckpointError(str(err)) from None
+    if not head:
+        raise CheckpointError(f"{path} is empty (0 bytes): it is not a checkpoint and was not loaded")
+    if not head.startswith(_TORCH_ZIP) and head != _TORCH_LEGACY:
+        raise CheckpointError(f"{path} is not a checkpoint: a checkpoint is a zip archive written by torch.save, this "
+                              f"file begins with {head!r}; it was not loaded")
+
+
+@contextlib.contextmanager
+def corrupt_checkpoint_errors(path: str | Path, base: str | Path | None = None) -> Iterator[None]:
+    """Check the checkpoint file first (see :func:`check_checkpoint_file`: a FIFO, a device, a symlink leading out
+    of the run, an empty or a text file is refused before torch reads it), then report an I/O error of torch's zip
+    reader (what a truncated checkpoint of some sizes gives) as the CheckpointError of a corrupt file; a missing or
+    unreadable file keeps its own error."""
+    from maze_lab.train.trainers.common.checkpoints import CheckpointError
+
+    check_checkpoint_file(path, base)
     try:
         yield
     except (FileNotFoundError, PermissionError, IsADirectoryError):
@@ -276,13 +356,17 @@ def corrupt_checkpoint_errors(path: str | Path) -> Iterator[None]:
                               f"{' '.join(str(err).split())[:200]})") from None
 
 
-def load_run(path: str | Path, trust: Iterable[str] | str | None = None) -> LoadedRun:
+def load_run(path: str | Path, trust: Iterable[str] | str | None = None,
+             env_factory: Callable[[], Any] | None = None) -> LoadedRun:
     """Open a run directory (refused with a clear message when it is not a maze-lab run).
 
     :param trust: modules or dotted names of your own that the run's ``config.yaml`` may instantiate (e.g.
-        ``["my_project"]``); maze-lab's own classes, torch.nn modules and Gymnasium env ids need no trust.
+        ``["my_project"]``); maze-lab's own classes, torch.nn modules and Gymnasium env ids need no trust. A run
+        trained with an env factory of yours (``RunContext(env=make_env)``) recorded its name: trust its module.
+    :param env_factory: the env factory to build the run's env with instead of its configuration (for a run whose
+        factory cannot be imported by name: a lambda, a function of a notebook); the run's wrappers still apply.
     """
-    return LoadedRun(path, trust)
+    return LoadedRun(path, trust, env_factory)
 
 
 # ---- comparing runs as data (used by maze_lab.widgets.comparison; no widgets here) -----------------------------

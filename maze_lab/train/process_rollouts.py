@@ -39,6 +39,7 @@ from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.factory import ConfigurationError
+from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.train.ray_config import check_worker_counts
 from maze_lab.train.ray_rollouts import (
     EnvFactory,
@@ -188,11 +189,10 @@ class ProcessEnvGroup(RayEnvGroup):
         rollout) and wait until each has built its envs."""
         from maze_lab.train.trainers.impala.actors import SharedWeights, _policy_tensors
 
-        if self._failure is not None:
-            # e.g. a worker died while the trainer read normalization statistics, which tolerates errors
-            raise ProcessWorkerError(f"the rollout workers were shut down after a failure: {self._failure}")
+        self._raise_failure()  # a use after a worker failure names that failure
         if self._closed or self._broken:
             raise RuntimeError("this ProcessEnvGroup is closed (after close() or a worker failure)")
+        check_main_guard(self.start_method, "rollout worker processes (runner=processes)")
         ctx = mp.get_context(self.start_method)
         policy_copy = copy.deepcopy(policy)
         policy_copy.to("cpu")

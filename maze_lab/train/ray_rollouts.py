@@ -195,6 +195,7 @@ class RayEnvGroup(EpochEpisodeStats):
         self._pending_calls: list[tuple[str, tuple, dict]] = []
         self._closed = False
         self._broken = False
+        self._failure: RuntimeError | None = None
         self.owns_ray = False
         """Whether :meth:`close` shuts Ray down (the run started it)."""
 
@@ -207,8 +208,20 @@ class RayEnvGroup(EpochEpisodeStats):
         """Whether the actors exist."""
         return bool(self.actors)
 
+    @property
+    def failure(self) -> RuntimeError | None:
+        """The error of the worker that shut all workers down (None while all is well)."""
+        return self._failure
+
+    def _raise_failure(self) -> None:
+        """After a worker failure, any use of the workers names that failure again (not a later, unrelated error)."""
+        if self._failure is not None:
+            raise type(self._failure)(f"the {self.worker_label}s were shut down after a failure: "
+                                      f"{self._failure}") from self._failure
+
     def start(self, policy: Any, seed: int | None) -> None:
         """Create the actors with a CPU copy of ``policy`` (its weights are sent again before every rollout)."""
+        self._raise_failure()
         if self._closed or self._broken:
             raise RuntimeError("this RayEnvGroup is closed (after close() or a worker failure)")
         # a local Ray started here never grows: too few CPUs is an error there (the workers would wait forever)
@@ -237,8 +250,12 @@ class RayEnvGroup(EpochEpisodeStats):
     def _get(self, refs: list[Any], during: str) -> list[Any]:
         """``ray.get`` of one reference per worker; a worker's error or death is raised as RayWorkerError naming
         the worker (and all actors are shut down)."""
-        return [get_from_worker(ref, f"Ray worker {w}", self.pids[w] if w < len(self.pids) else None, during,
-                                "Ray workers", RayWorkerError, self._fail) for w, ref in enumerate(refs)]
+        try:
+            return [get_from_worker(ref, f"Ray worker {w}", self.pids[w] if w < len(self.pids) else None, during,
+                                    "Ray workers", RayWorkerError, self._fail) for w, ref in enumerate(refs)]
+        except RayWorkerError as err:
+            self._failure = err
+            raise
 
     def _fail(self) -> None:
         self._broken = True
@@ -254,6 +271,7 @@ class RayEnvGroup(EpochEpisodeStats):
         """Call a method on every env (in env order); before the actors exist a ``set_*`` call is kept and made
         when they start (e.g. normalization statistics of a checkpoint)."""
         if not self.actors:
+            self._raise_failure()
             if name.startswith("set_") and not self._broken:
                 self._pending_calls.append((name, args, kwargs))
                 return [None] * self.n_envs

@@ -98,15 +98,20 @@ class AgentDeployment:
         self._expect("waiting")  # the stack is ready for the first episode
 
     @classmethod
-    def from_run(cls, run_dir: str | Path, which: str = "best", trust: Any = None, **kwargs: Any) -> AgentDeployment:
+    def from_run(cls, run_dir: str | Path, which: str = "best", trust: Any = None, env_factory: Any = None,
+                 **kwargs: Any) -> AgentDeployment:
         """The policy of a run directory (its ``best`` or ``last`` weights) with the run's env wrapper stack
         (normalization statistics included); what the run's config may build is checked as ``load_run`` checks it.
+
+        :param trust: modules of yours the run's config may name (a run trained with your env factory recorded
+            its name: trust its module).
+        :param env_factory: the env factory of a run whose factory cannot be imported by name (see ``load_run``).
 
         :param kwargs: the other parameters of :class:`AgentDeployment`.
         """
         from maze_lab.run.runs import load_run
 
-        run = load_run(run_dir, trust=trust)
+        run = load_run(run_dir, trust=trust, env_factory=env_factory)
         env = run.env_factory().build_env()
         statistics = run.normalization_statistics(which)
         if statistics is not None:

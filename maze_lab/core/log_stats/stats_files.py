@@ -10,19 +10,21 @@ complete batch, so an epoch is either wholly in the file or not at all.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
 import warnings
 import zipfile
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
 from maze_lab.core.utils.atomic import write_atomic
+from maze_lab.core.utils.safe_files import UnsafeFileError, open_regular, read_at_most
 
 STATS_FILE = "stats.arrows"
 """The statistics of a run, one Arrow IPC record batch per epoch (``pyarrow.ipc.open_stream`` reads it)."""
@@ -216,31 +218,41 @@ class EpochAppender:
 
 
 # ---- reading ---------------------------------------------------------------------------------------------------
-def _check_size(path: Path, max_bytes: int) -> int:
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise StatsFileError(f"{path} is {size:,} bytes, more than the limit of {max_bytes:,} bytes for a "
-                             f"statistics file; it was not read (pass max_bytes=... to read it if you trust it)")
-    return size
+@contextlib.contextmanager
+def _open_checked(path: Path, max_bytes: int, base: str | Path | None = None) -> Iterator[tuple[BinaryIO, int]]:
+    """``path`` open for reading and its size, where it is a regular file inside ``base`` (default: the directory
+    holding it) of at most ``max_bytes``; a FIFO, a device, a symlink leading out of the directory or a larger file
+    raises :class:`StatsFileError` naming it (opening never blocks)."""
+    try:
+        fh = open_regular(path, path.parent if base is None else base, what="statistics file")
+    except UnsafeFileError as err:
+        raise StatsFileError(str(err)) from None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size  # of a regular file: what it holds now
+        if size > max_bytes:
+            raise StatsFileError(f"{path} is {size:,} bytes, more than the limit of {max_bytes:,} bytes for a "
+                                 f"statistics file; it was not read (pass max_bytes=... to read it if you trust it)")
+        yield fh, size
 
 
 def _read_bounded(path: Path, max_bytes: int) -> bytes:
-    _check_size(path, max_bytes)
-    with path.open("rb") as fh:
-        data = fh.read(max_bytes + 1)
+    with _open_checked(path, max_bytes) as (fh, _):
+        data = read_at_most(fh, max_bytes + 1)  # the bytes read count, not st_size
     if len(data) > max_bytes:
         raise StatsFileError(f"{path} grew past the limit of {max_bytes:,} bytes while it was read; not read")
     return data
 
 
 def _read_tail(path: Path, start: int, max_bytes: int) -> bytes:
-    size = _check_size(path, max_bytes)
-    if size < start:
-        raise StatsFileError(f"{path} is shorter ({size:,} bytes) than the {start:,} bytes read before: it was "
-                             f"replaced or cut; load the run again")
-    with path.open("rb") as fh:
+    with _open_checked(path, max_bytes) as (fh, size):
+        if size < start:
+            raise StatsFileError(f"{path} is shorter ({size:,} bytes) than the {start:,} bytes read before: it was "
+                                 f"replaced or cut; load the run again")
         fh.seek(start)
-        return fh.read(max_bytes - start + 1)
+        data = read_at_most(fh, max_bytes - start + 1)
+    if start + len(data) > max_bytes:
+        raise StatsFileError(f"{path} grew past the limit of {max_bytes:,} bytes while it was read; not read")
+    return data
 
 
 def read_stats_file(path: str | Path, max_bytes: int = MAX_STATS_BYTES, start: int = 0) -> StatsFileContents:
@@ -314,6 +326,39 @@ def read_stats_file(path: str | Path, max_bytes: int = MAX_STATS_BYTES, start: i
     return StatsFileContents(rows, samples, len(batches), end)
 
 
+def file_identity(path: str | Path, end: int, window: int = 64 * 1024) -> tuple[int, int, int, str] | None:
+    """What says whether ``path`` is still the statistics file a reader read up to byte ``end``: (device, inode,
+    file type, digest of the up to ``window`` bytes before ``end``); None where there is no file. Another run's file
+    copied over it (a new inode) or written into it (other bytes before ``end``, or fewer than ``end`` bytes) gives
+    another identity; epochs appended after ``end`` do not. Opening never blocks (a FIFO is no statistics file), and
+    a symlink is not followed (its target names it)."""
+    import hashlib
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    except OSError:  # a symlink (ELOOP) or no permission: what the link or entry is, not what it leads to
+        try:
+            info = os.lstat(path)
+            target = os.readlink(path) if stat.S_ISLNK(info.st_mode) else ""
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino, stat.S_IFMT(info.st_mode), target
+    try:
+        info = os.fstat(fd)
+        kind = stat.S_IFMT(info.st_mode)
+        if not stat.S_ISREG(info.st_mode):
+            return info.st_dev, info.st_ino, kind, ""
+        start = max(0, int(end) - window)
+        data = os.pread(fd, int(end) - start, start) if end > 0 else b""
+        digest = hashlib.blake2b(data, digest_size=16).hexdigest() if len(data) == end - start else "short"
+        return info.st_dev, info.st_ino, kind, digest
+    finally:
+        os.close(fd)
+
+
 def read_legacy_stats(directory: str | Path,
                       max_bytes: int = MAX_STATS_BYTES) -> tuple[list[Row], list[Sample]]:
     """Rows and samples of a run written before ``stats.arrows`` (``stats.parquet`` + ``samples.npz``), bounded."""
@@ -321,34 +366,38 @@ def read_legacy_stats(directory: str | Path,
 
     directory = Path(directory)
     path = directory / LEGACY_SCALARS_FILE
-    _check_size(path, max_bytes)
     columns = ["epoch", "prefix", "topic", "event", "name", "value"]
-    try:
-        meta = pq.ParquetFile(path).metadata
-    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a broken footer
-        raise StatsFileError(f"{path} is not a readable parquet file ({err})") from None
-    unpacked = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    if unpacked > max_bytes:
-        raise StatsFileError(f"{path} unpacks to {unpacked:,} bytes, more than the limit of {max_bytes:,}; not read")
-    if meta.schema.names != columns:
-        raise StatsFileError(f"{path} has columns {meta.schema.names}; expected {columns}")
-    table = pq.read_table(path)
+    with _open_checked(path, max_bytes, directory) as (fh, _):
+        try:
+            parquet = pq.ParquetFile(fh)
+            meta = parquet.metadata
+        except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a broken footer
+            raise StatsFileError(f"{path} is not a readable parquet file ({err})") from None
+        unpacked = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        if unpacked > max_bytes:
+            raise StatsFileError(f"{path} unpacks to {unpacked:,} bytes, more than the limit of {max_bytes:,}; "
+                                 f"not read")
+        if meta.schema.names != columns:
+            raise StatsFileError(f"{path} has columns {meta.schema.names}; expected {columns}")
+        table = parquet.read()
     cols = [table.column(c).to_pylist() for c in columns]
     rows = [(int(e), p, t, ev, n, float("nan") if v is None else float(v))
             for e, p, t, ev, n, v in zip(*cols, strict=True)]
     samples: list[Sample] = []
     npz = directory / LEGACY_SAMPLES_FILE
-    if npz.exists():
-        _check_size(npz, max_bytes)
+    if not os.path.lexists(npz):
+        return rows, samples
+    with _open_checked(npz, max_bytes, directory) as (fh, _):
         try:
-            with zipfile.ZipFile(npz) as zf:
+            with zipfile.ZipFile(fh) as zf:
                 unpacked = sum(info.file_size for info in zf.infolist())
         except zipfile.BadZipFile as err:
             raise StatsFileError(f"{npz} is not a readable npz file ({err})") from None
         if unpacked > max_bytes:
             raise StatsFileError(f"{npz} unpacks to {unpacked:,} bytes, more than the limit of {max_bytes:,}; "
                                  f"not read")
-        with np.load(npz, allow_pickle=False) as data:
+        fh.seek(0)
+        with np.load(fh, allow_pickle=False) as data:
             meta_arr = data["meta"]
             if meta_arr.ndim != 2 or meta_arr.shape[1] != 5:
                 raise StatsFileError(f"{npz}: 'meta' has shape {meta_arr.shape}; expected (n, 5)")

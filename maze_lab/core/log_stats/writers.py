@@ -80,15 +80,20 @@ def stat_path(prefix: str | None, key: StatKey) -> str:
 
 
 def format_value(value: Any) -> str:
-    """Numbers with three decimals; sample lists as ``[len:N, μ:x]``."""
+    """Numbers with three decimals, or four significant digits where three decimals would hide them (a learning
+    rate of 2.5e-4 reads ``0.00025``, not ``0.000``; a million reads ``1e+06``); sample lists as
+    ``[len:N, μ:x]``."""
     if is_distribution(value):
         samples = _flat_samples(value)
         mu = float(samples.mean()) if samples.size else float("nan")
         return f"[len:{len(value)}, μ:{mu:.1f}]"
     try:
-        return f"{float(value):.3f}"
+        number = float(value)
     except (TypeError, ValueError):
         return str(value)
+    if number != 0.0 and math.isfinite(number) and not 0.0995 <= abs(number) < 1e6:
+        return f"{number:.4g}"
+    return f"{number:.3f}"
 
 
 class ConsoleWriter(LogStatsWriter):
@@ -98,6 +103,8 @@ class ConsoleWriter(LogStatsWriter):
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream
+        self.closed = False
+        """True once the console went away; nothing more is printed."""
 
     def format_table(self, prefix: str | None, step: int, stats: LogStats) -> str:
         """The table text for one epoch."""
@@ -113,8 +120,14 @@ class ConsoleWriter(LogStatsWriter):
         return "\n".join(lines)
 
     def write(self, prefix: str | None, step: int, stats: LogStats) -> None:
-        """Print the table."""
-        print(self.format_table(prefix, step, stats), file=self.stream or sys.stdout, flush=True)
+        """Print the table; a console that was closed (``maze-lab train ... | head``) ends the printing, never the
+        run: the statistics still go to the run directory and TensorBoard."""
+        if self.closed:
+            return
+        try:
+            print(self.format_table(prefix, step, stats), file=self.stream or sys.stdout, flush=True)
+        except (BrokenPipeError, ValueError):  # a reader that went away; a stream closed under us (ValueError)
+            self.closed = True
 
 
 def tensorboard_tag(prefix: str | None, key: StatKey) -> str:

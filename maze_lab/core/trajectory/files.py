@@ -21,10 +21,14 @@ are read when a frame is shown.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
+import os
+import stat
 import time
+import warnings
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -44,6 +48,7 @@ from maze_lab.core.trajectory.serialization import (
     checked_shape,
 )
 from maze_lab.core.utils.atomic import write_atomic
+from maze_lab.core.utils.safe_files import UnsafeFileError, check_inside, file_kind, open_regular
 
 FORMAT = "maze-lab-trajectory"
 FORMAT_VERSION = 1
@@ -54,6 +59,11 @@ STEPS = "steps.jsonl"
 
 class TrajectoryTooLargeError(NotATrajectoryFileError):
     """A member of a trajectory file is larger than the reading limits allow (see :class:`TrajectoryLimits`)."""
+
+
+class TrajectoryWriteError(OSError):
+    """An episode file could not be written (a full disk, no permission); the episodes written before are intact and
+    no part of this one (nor a temporary file) is left."""
 
 
 MiB = 1 << 20
@@ -123,7 +133,12 @@ class EpisodeData:
             for name, png in self.frames.items():  # PNG is compressed already: stored as is
                 zf.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), png,
                             compress_type=zipfile.ZIP_STORED)
-        write_atomic(path, buffer.getbuffer())
+        try:
+            write_atomic(path, buffer.getbuffer())  # all or nothing: no part of it, and no temporary file, is left
+        except OSError as err:
+            raise TrajectoryWriteError(err.errno, f"could not write the episode {path.name} into {directory}: "
+                                                  f"{err.strerror or err}; the episodes written there before are "
+                                                  f"intact") from err
         return path
 
     @classmethod
@@ -141,10 +156,11 @@ class EpisodeData:
         return cls(header, steps, LazyArrays(path, members, limits), frames)
 
     def decode(self, allowed_classes: ClassAllowList | Iterable[str | type] | None = None,
-               source: str | None = None) -> EpisodeRecord:
-        """The episode as records; objects of classes outside the allow-list stay plain dicts (with a warning)."""
+               source: str | None = None, warn: bool = True) -> EpisodeRecord:
+        """The episode as records; objects of classes outside the allow-list stay plain dicts (with a warning where
+        ``warn``; the record's ``refused_classes`` lists them either way)."""
         allow = ClassAllowList.of(allowed_classes)
-        dec = Decoder(allow, self._array, source or f"episode {self.episode_id}")
+        dec = Decoder(allow, self._array, source or f"episode {self.episode_id}", warn=warn)
         tables: dict[tuple[str, str], dict[str, str]] = {}  # names of members, read when a step refers to them
         for entry in self.header.get("arrays", []):
             tables.setdefault((entry["kind"], entry["key"]), {})[entry["name"]] = entry["member"]
@@ -261,16 +277,17 @@ def _check_header(header: Any, path: Path) -> None:
 
 
 def load_episode(path: str | Path, allowed_classes: ClassAllowList | Iterable[str | type] | None = None,
-                 limits: TrajectoryLimits | None = None) -> EpisodeRecord:
+                 limits: TrajectoryLimits | None = None, warn: bool = True) -> EpisodeRecord:
     """Load one episode file.
 
     :param path: a ``.trajectory.zip`` file.
     :param allowed_classes: classes (or dotted paths, or module prefixes ending in ``.``) whose recorded objects
         are rebuilt besides maze-lab's own; objects of other classes load as plain dicts, with a warning.
     :param limits: size limits for reading (default :data:`DEFAULT_LIMITS`); a larger member is refused.
+    :param warn: warn for each class not rebuilt (False: only ``record.refused_classes`` lists them).
     """
     path = Path(path)
-    record = EpisodeData.read(path, limits).decode(allowed_classes, source=str(path))
+    record = EpisodeData.read(path, limits).decode(allowed_classes, source=str(path), warn=warn)
     record.path = path
     return record
 
@@ -287,13 +304,36 @@ def read_episode_header(path: str | Path) -> dict[str, Any]:
 
 
 def list_episodes(directory: str | Path) -> list[Path]:
-    """Episode files under ``directory`` (searched recursively, so a run directory works), oldest first."""
+    """Episode files under ``directory`` (searched recursively, so a run directory works), oldest first.
+
+    Only regular files inside ``directory`` are listed: an episode file that is a FIFO, a device, a socket or a
+    symlink leading out of ``directory`` is left out with a warning naming it (nothing is opened to find out)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise NotADirectoryError(f"{directory} is not a directory (give the directory that holds the "
                                  f"*{SUFFIX} files, or a run directory)")
-    files = [p for p in directory.rglob(f"*{SUFFIX}") if p.is_file() and not p.name.startswith(".")]
-    return sorted(files, key=lambda p: (p.stat().st_mtime_ns, p.name))
+    found: list[tuple[int, str, Path]] = []
+    for path in directory.rglob(f"*{SUFFIX}"):
+        if path.name.startswith("."):
+            continue
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            if path.is_symlink():
+                warnings.warn(f"{path} is a symlink to {os.readlink(path)}, which does not exist; it was left out "
+                              f"of the episodes of {directory}", stacklevel=2)
+            continue  # else deleted meanwhile
+        if stat.S_ISDIR(info.st_mode):
+            continue
+        try:
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafeFileError(f"{path} is a {file_kind(info.st_mode)}, not a regular file")
+            check_inside(path, directory, what="trajectory file")
+        except UnsafeFileError as err:
+            warnings.warn(f"{err}; it was left out of the episodes of {directory}", stacklevel=2)
+            continue
+        found.append((info.st_mtime_ns, path.name, path))
+    return [path for _, _, path in sorted(found)]
 
 
 def new_header(episode_id: str, **fields: Any) -> dict[str, Any]:
@@ -303,12 +343,25 @@ def new_header(episode_id: str, **fields: Any) -> dict[str, Any]:
 
 
 # --- bounded reading ------------------------------------------------------------------------------------------
-def _open_zip(path: Path) -> zipfile.ZipFile:
+@contextlib.contextmanager
+def _open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
+    """The episode file as a zip archive; a FIFO, a device or a socket is refused without blocking (see
+    :func:`maze_lab.core.utils.safe_files.open_regular`), as is anything that is not a zip archive."""
     try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as err:
+        fh = open_regular(path, what="trajectory file")
+    except UnsafeFileError as err:
+        raise NotATrajectoryFileError(str(err)) from None
+    except OSError as err:
         raise NotATrajectoryFileError(f"{path} is not a maze-lab trajectory file (expected a zip archive "
                                       f"written by TrajectoryRecordingWrapper): {err}") from err
+    with fh:
+        try:
+            zf = zipfile.ZipFile(fh)
+        except (zipfile.BadZipFile, OSError) as err:
+            raise NotATrajectoryFileError(f"{path} is not a maze-lab trajectory file (expected a zip archive "
+                                          f"written by TrajectoryRecordingWrapper): {err}") from err
+        with zf:
+            yield zf
 
 
 def _too_large(path: Path, member: str, size: int, limit: int, field: str) -> TrajectoryTooLargeError:

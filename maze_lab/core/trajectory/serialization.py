@@ -209,13 +209,16 @@ class Decoder:
     :param allowed: the allow-list.
     :param arrays: loads an ``.npy`` member by name (for large arrays).
     :param source: where the data comes from, for warnings.
+    :param warn: warn once per class that is not rebuilt (False: only :attr:`refused` records it, for callers that
+        report for many files at once).
     """
 
     def __init__(self, allowed: ClassAllowList, arrays: Callable[[str], np.ndarray] | None = None,
-                 source: str = "trajectory"):
+                 source: str = "trajectory", warn: bool = True):
         self.allowed = allowed
         self.arrays = arrays
         self.source = source
+        self.warn = warn
         self.refused: dict[str, str] = {}
         """Dotted path -> reason, for every class that was not rebuilt."""
 
@@ -314,6 +317,8 @@ class Decoder:
         if path in self.refused:
             return
         self.refused[path] = reason
+        if not self.warn:
+            return
         if _could_be_a_class(path):
             advice = (f"If you trust where the file comes from, pass allowed_classes=['{path}'] (or the class "
                       f"itself).")

@@ -42,9 +42,15 @@ def write_atomic(path: str | Path, data: bytes | memoryview, mode: int = 0o644) 
         if fd >= 0:
             tmp = _tmp_name(path)
             try:
+                # a failed write (a full disk) is the error: writing it all again into a named file would only
+                # leave that behind where the process dies meanwhile; the anonymous file goes with its descriptor
                 _write_all(fd, data)
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
                 os.link(f"/proc/self/fd/{fd}", tmp)  # named only from here to the rename just below
-            except OSError:
+            except OSError:  # no /proc: a named temporary file below
                 os.close(fd)
                 fd = -1
             if fd >= 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -9,7 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from maze_lab.core.utils.safe_files import read_bounded
 from maze_lab.core.wrappers.observation_normalization.normalization_strategies.base import StructuredStatisticsType
+
+MAX_STATISTICS_BYTES = 256 * 1024**2
+"""Largest normalization statistics file that is read (a few values per observation entry)."""
 
 _FORMAT = "maze-lab/normalization-statistics"
 SUPPORTED_SUFFIXES = (".json", ".npz")
@@ -49,14 +54,17 @@ def save_normalization_statistics(statistics: StructuredStatisticsType, path: st
 def load_normalization_statistics(path: str | os.PathLike) -> StructuredStatisticsType:
     """Read statistics written by :func:`save_normalization_statistics` (float32 arrays)."""
     path = check_statistics_path(path)
+    # a regular file only (a FIFO or a device from a copied run directory cannot block or flood the reader), read
+    # within a bound counted in bytes
+    raw = read_bounded(path, MAX_STATISTICS_BYTES, what="normalization statistics file")
     result: StructuredStatisticsType = {}
     if path.suffix.lower() == ".npz":
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as data:
             for key in data.files:
                 obs, _, name = key.rpartition("/")
                 result.setdefault(obs, {})[name] = np.asarray(data[key], dtype=np.float32)
         return result
-    data = json.loads(path.read_text())
+    data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
         raise ValueError(f"'{path}' is not a maze-lab normalization statistics file (expected format '{_FORMAT}')")
     for obs, stats in data["statistics"].items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,13 @@ import numpy as np
 import torch
 
 from maze_lab.core.env.structured_env import StepKey
-from maze_lab.core.trajectory import ClassAllowList, EpisodeRecord, list_episodes, load_episode
+from maze_lab.core.trajectory import (
+    ClassAllowList,
+    EpisodeRecord,
+    UntrustedClassWarning,
+    list_episodes,
+    load_episode,
+)
 
 
 @dataclass
@@ -72,8 +79,10 @@ class InMemoryImitationDataset:
             paths = list_episodes(self.trajectory_dir)
             if max_episodes is not None:
                 paths = paths[:max_episodes]
-            records += [load_episode(p, allowed_classes) for p in paths]
+            loaded = [load_episode(p, allowed_classes, warn=False) for p in paths]
+            records += loaded
             sources += [str(p) for p in paths]
+            _warn_refused_classes(loaded, self.trajectory_dir)
         if not records:
             where = self.trajectory_dir if self.trajectory_dir is not None else "the given episodes"
             raise ValueError(f"no recorded episodes in {where} (expected *.trajectory.zip episode files); "
@@ -147,3 +156,18 @@ class InMemoryImitationDataset:
                     if got != want:
                         raise ValueError(f"policy key {key!r}, {kind} '{name}': the trajectories in {where} have "
                                          f"shape {got}, the policy's space {space} has shape {want}")
+
+
+def _warn_refused_classes(records: list[EpisodeRecord], directory: Path) -> None:
+    """One warning for all episode files whose objects (maze states, actions of the env's own classes) were not
+    rebuilt, instead of one per file: cloning learns from their observations and actions, which load in full."""
+    refused = sorted({path for record in records for path in record.refused_classes})
+    if not refused:
+        return
+    files = sum(1 for record in records if record.refused_classes)
+    shown = ", ".join(refused[:3]) + (f" and {len(refused) - 3} more" if len(refused) > 3 else "")
+    warnings.warn(f"{files} of {len(records)} episode files in {directory} hold objects of classes that are not "
+                  f"rebuilt ({shown}); they load as plain dicts. Behavioural cloning learns from the observations and "
+                  f"actions, which load in full, so training is not affected and nothing needs to be allowed",
+                  UntrustedClassWarning, stacklevel=3)
+

@@ -310,19 +310,35 @@ def _key_of(key: Any) -> Any:
 
 
 def _normalization_statistics(env: Any) -> Any:
-    """The observation normalization statistics of the training envs (None without normalization)."""
-    try:
-        envs = getattr(env, "envs", None)
-        if envs:
-            getter = getattr(envs[0], "get_normalization_statistics", None)
-            stats = getter() if getter is not None else None
-        elif hasattr(env, "call"):
-            stats = env.call("get_normalization_statistics")[0]
-        else:
-            stats = None
-    except Exception:  # noqa: BLE001 - no normalization wrapper in the stack
-        return None
+    """The observation normalization statistics of the training envs (None without normalization). Only an env
+    stack without the method means "no normalization": a worker that died or raised is raised, naming the worker
+    (taken for "none", it came back as an unrelated error at the next rollout)."""
+    from maze_lab.train.vector_env import VectorEnvCallError
+
+    name = "get_normalization_statistics"
+    envs = getattr(env, "envs", None)
+    if envs:
+        getter = getattr(envs[0], name, None)
+        stats = getter() if getter is not None else None
+    elif hasattr(env, "call"):
+        if getattr(env, "started", True) is False and getattr(env, "failure", None) is None:
+            return None  # the workers start with the first rollout: they normalized nothing yet
+        try:
+            stats = env.call(name)[0]
+        except VectorEnvCallError as err:
+            if not _no_such_method(err, name):
+                raise
+            return None
+    else:
+        stats = None
     return _to_plain(stats) if stats else None
+
+
+def _no_such_method(err: Exception, name: str) -> bool:
+    """Whether a failed call on the envs of workers failed because their env stack has no method ``name`` (the last
+    line of the worker's traceback is that AttributeError)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return bool(lines) and lines[-1].startswith("AttributeError") and name in lines[-1]
 
 
 def _restore_normalization_statistics(env: Any, stats: Any) -> None:

@@ -140,6 +140,14 @@ class Trainer(TrainingControl, ABC):
             w.write(prefix, self.epoch, trainer_stats)
         return {**env_stats, **trainer_stats}
 
+    def _flush_epoch_stats(self) -> None:
+        """Wait until every writer that writes in the background (the StatsStore of a run directory) has the epoch's
+        statistics on disk; raises where one could not write them."""
+        for w in self._epoch_writers():
+            flush = getattr(w, "flush", None)
+            if callable(flush):
+                flush()
+
     # ---- evaluation ----------------------------------------------------------------------------------------------
     @property
     def eval_seed(self) -> int | None:
@@ -218,6 +226,9 @@ class Trainer(TrainingControl, ABC):
                 give_way()
                 self._evaluate_epoch()
             give_way()
+            # a checkpoint never claims an epoch whose statistics are not on disk: a failed statistics write (a full
+            # disk) raises here, before the checkpoint of this epoch is written
+            self._flush_epoch_stats()
             self.save_checkpoint()
             for cb in self.callbacks:
                 cb(self, stats)

@@ -79,3 +79,49 @@ def read_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> dic
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path} is not a maze-lab checkpoint (expected a dict with 'model' weights)")
     return state
+
+
+def check_weights_fit(model: Any, weights: Any, source: str) -> None:
+    """Refuse weights whose parameters do not fit ``model`` with one :class:`CheckpointError` line naming ``source``,
+    the policy key (or critic) and parameter, and both shapes; torch's own message lists every tensor and names no
+    file. Modules of the model the weights do not hold are left to ``load_state_dict`` (a fine-tuned critic).
+
+    :param weights: a checkpoint's ``model`` entry: module name (``policy_<key>``, ``critic_<key>``) -> state dict.
+    :param source: what the weights came from, for the message (``input_dir=RUN: its checkpoint state_dict_last.pt``).
+    """
+    if not isinstance(weights, dict):
+        raise CheckpointError(f"{source} holds no model weights (a dict of module state dicts), got "
+                              f"{type(weights).__name__}")
+    problems: list[str] = []
+    for module, own in model.state_dict().items():
+        theirs = weights.get(module)
+        if not isinstance(theirs, dict):
+            continue
+        what = _module_name(module)
+        for name, tensor in own.items():
+            other = theirs.get(name)
+            if other is None:
+                problems.append(f"{what} has no parameter {name} in the checkpoint")
+            elif tuple(getattr(other, "shape", ())) != tuple(tensor.shape):
+                problems.append(f"{what} parameter {name} has shape {list(getattr(other, 'shape', ()))} in the "
+                                f"checkpoint and {list(tensor.shape)} in this run's model")
+        extra = sorted(set(theirs) - set(own))
+        if extra:
+            problems.append(f"{what} has parameter(s) {', '.join(extra[:3])} in the checkpoint that this run's model "
+                            f"lacks")
+    if problems:
+        more = f" (and {len(problems) - 1} more mismatch{'es' if len(problems) > 2 else ''})" if len(problems) > 1 \
+            else ""
+        raise CheckpointError(f"{source} does not fit this run's model: {problems[0]}{more}. It was trained with "
+                              f"other observation or action spaces (another env or wrappers) or another model; resume "
+                              f"with the env, wrappers and model it was trained with, or start a fresh run")
+
+
+def _module_name(module: str) -> str:
+    """``policy_0`` -> ``policy key 0 (policy_0)``; ``critic_0`` -> ``critic 0 (critic_0)``."""
+    kind, _, key = module.partition("_")
+    if kind == "policy" and key:
+        return f"policy key {key} ({module})"
+    if kind == "critic" and key:
+        return f"critic {key} ({module})"
+    return module
