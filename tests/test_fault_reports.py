@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from file_utils import small_tmpfs
 from run_utils import TINY, maze_lab_command, run_maze_lab, train_tiny_run
 
 from maze_lab.core.log_stats.aggregation import StatKey
@@ -44,19 +45,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """An 8 MiB tmpfs mounted at a fresh directory (skipped where it cannot be mounted)."""
-    if not sys.platform.startswith("linux") or not shutil.which("mount"):
-        pytest.skip("mounting a tmpfs needs Linux")
-    mount_point = tmp_path / "small_disk"
-    mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip() or proc.returncode}")
-    try:
+    with small_tmpfs(tmp_path, "8m") as mount_point:
         yield mount_point
-    finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 def _free(path: Path) -> int:

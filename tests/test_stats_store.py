@@ -7,9 +7,6 @@ import contextlib
 import errno
 import json
 import os
-import shutil
-import subprocess
-import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -17,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from file_utils import small_tmpfs
 from training_utils import MidEpochReader, cartpole_factory, flat_actor_critic
 
 from maze_lab.core.log_stats import stats_files
@@ -431,19 +429,8 @@ def test_load_run_and_the_dashboard_read_a_finished_run(tmp_path: Path) -> None:
 @pytest.fixture
 def small_disk(tmp_path: Path):
     """A 1 MiB tmpfs mounted at a fresh directory (skipped where it cannot be mounted)."""
-    if not sys.platform.startswith("linux") or not shutil.which("mount"):
-        pytest.skip("mounting a tmpfs needs Linux")
-    mount_point = tmp_path / "small_disk"
-    mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip() or proc.returncode}")
-    try:
+    with small_tmpfs(tmp_path, "1m") as mount_point:
         yield mount_point
-    finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 def test_disk_full_on_a_small_tmpfs(small_disk: Path) -> None:

@@ -45,24 +45,15 @@ class FileTooLargeError(UnsafeFileError):
 _O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 
 
+_KINDS = ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO (named pipe)"),
+          (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"),
+          (stat.S_ISLNK, "symlink"))
+
+
 def file_kind(mode: int) -> str:
     """What a ``st_mode`` is, in words: ``regular file``, ``directory``, ``FIFO (named pipe)``, ``character device``,
     ``block device``, ``socket``, ``symlink`` or ``special file``."""
-    if stat.S_ISREG(mode):
-        return "regular file"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISFIFO(mode):
-        return "FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "special file"
+    return next((name for test, name in _KINDS if test(mode)), "special file")
 
 
 def _inside(real: str, base_real: str) -> bool:
