@@ -243,6 +243,16 @@ def test_a_bad_checkpoint_of_a_loaded_run_gives_maze_labs_message(trained: Path,
     torch.save({"model": {"nothing": torch.zeros(1)}}, run / "checkpoints" / "state_dict_last.pt")
     with pytest.raises(CheckpointError, match="state_dict_last.pt does not fit the model that .*config.yaml describes"):
         load_run(run).policy("last")
+    # weights of another env's run: one line naming the policy key, the parameter and both shapes
+    state = torch.load(trained / "checkpoints" / "state_dict_last.pt", weights_only=True)
+    first = next(iter(state["model"]))
+    name = next(iter(state["model"][first]))
+    state["model"][first][name] = torch.zeros(*[d + 1 for d in state["model"][first][name].shape])
+    torch.save(state, run / "checkpoints" / "state_dict_last.pt")
+    with pytest.raises(CheckpointError) as err:
+        load_run(run).policy("last")
+    assert f"parameter {name} has shape" in str(err.value) and "do not belong together" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 # ---- background runs: failures and stops at the start ----------------------------------------------------------

@@ -223,7 +223,7 @@ class LoadedRun:
     def policy(self, which: str = "best") -> Any:
         """Rebuild the model from the config and load the ``best`` or ``last`` weights; returns the policy."""
         from maze_lab.perception.composers import build_model_composer
-        from maze_lab.train.trainers.common.checkpoints import CheckpointError
+        from maze_lab.train.trainers.common.checkpoints import CheckpointError, check_weights_fit
 
         cfg = self._checked_config(("env", "wrappers", "model"))
         if "_object_" in cfg["model"]:
@@ -237,6 +237,9 @@ class LoadedRun:
                 env.agent_counts_dict).actor_critic(), cfg)
         finally:
             env.close()
+        check_weights_fit(model, state.get("model"), str(path),
+                          advice=f"The checkpoint and {self.directory.config_file.name} of the run directory do not "
+                                 f"belong together (one of them was replaced or edited)")
         try:
             model.load_state_dict(state["model"])
         except (RuntimeError, TypeError, KeyError) as err:

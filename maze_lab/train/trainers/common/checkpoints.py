@@ -81,13 +81,14 @@ def read_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> dic
     return state
 
 
-def check_weights_fit(model: Any, weights: Any, source: str) -> None:
+def check_weights_fit(model: Any, weights: Any, source: str, advice: str | None = None) -> None:
     """Refuse weights whose parameters do not fit ``model`` with one :class:`CheckpointError` line naming ``source``,
     the policy key (or critic) and parameter, and both shapes; torch's own message lists every tensor and names no
     file. Modules of the model the weights do not hold are left to ``load_state_dict`` (a fine-tuned critic).
 
     :param weights: a checkpoint's ``model`` entry: module name (``policy_<key>``, ``critic_<key>``) -> state dict.
     :param source: what the weights came from, for the message (``input_dir=RUN: its checkpoint state_dict_last.pt``).
+    :param advice: what to do, for the message (default: the advice for resuming a run).
     """
     if not isinstance(weights, dict):
         raise CheckpointError(f"{source} holds no model weights (a dict of module state dicts), got "
@@ -112,9 +113,10 @@ def check_weights_fit(model: Any, weights: Any, source: str) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more mismatch{'es' if len(problems) > 2 else ''})" if len(problems) > 1 \
             else ""
-        raise CheckpointError(f"{source} does not fit this run's model: {problems[0]}{more}. It was trained with "
-                              f"other observation or action spaces (another env or wrappers) or another model; resume "
-                              f"with the env, wrappers and model it was trained with, or start a fresh run")
+        advice = advice or ("It was trained with other observation or action spaces (another env or wrappers) or "
+                            "another model; resume with the env, wrappers and model it was trained with, or start a "
+                            "fresh run")
+        raise CheckpointError(f"{source} does not fit this run's model: {problems[0]}{more}. {advice}")
 
 
 def _module_name(module: str) -> str:
