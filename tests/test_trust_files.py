@@ -238,6 +238,10 @@ def test_maze_lab_rollout_does_not_write_through_a_symlinked_trajectories_dir(tr
     assert list(outside.iterdir()) == []
     with pytest.raises(DamagedRunError, match="outside"):
         load_run(run).rollout(1, which="last")
+    from maze_lab.train.ray_rollouts import rollout_loaded_run
+
+    with pytest.raises(DamagedRunError, match="outside"):  # the parallel rollout from Python, without the CLI
+        rollout_loaded_run(load_run(run), n_episodes=2, n_workers=2, which="last")
     assert list(outside.iterdir()) == []
 
 

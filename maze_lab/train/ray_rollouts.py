@@ -593,7 +593,10 @@ def rollout_loaded_run(run: Any, n_episodes: int, n_workers: int, backend: str =
                        deterministic: bool = True, seed: int | None = None, record_trajectory: bool = True,
                        record_frames: bool | None = None, address: str | None = None) -> Any:
     """``LoadedRun.rollout`` over ``n_workers`` processes or Ray tasks (``maze-lab rollout RUN --workers N``):
-    the run's ``which`` policy on its env, episodes recorded into the run's ``trajectories/``."""
+    the run's ``which`` policy on its env, episodes recorded into the run's ``trajectories/`` (refused before anything
+    is built where it leads out of the run)."""
+    if record_trajectory:
+        run.checked_trajectory_dir()
     result = parallel_rollout(run.env_factory().build_env, run.policy(which), n_episodes, n_workers, backend=backend,
                               deterministic=deterministic, seed=seed, record_trajectory=record_trajectory,
                               trajectory_dir=run.directory.trajectory_dir, record_frames=record_frames,
