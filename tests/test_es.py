@@ -182,6 +182,23 @@ def test_an_update_plays_until_both_minimums_and_cuts_episodes_at_max_steps() ->
     assert trainer.updates == 1
 
 
+def test_updates_without_a_direction_are_counted_and_said_once(capfd: pytest.CaptureFixture) -> None:
+    """Episodes cut after one step all return 1: every pair ties, the ranks are equal and the update has no
+    direction (how ES stalls on sparse rewards); the run says so once and counts the tied pairs every epoch."""
+    trainer = _trainer([cartpole_factory], n_epochs=2, n_rollouts_per_update=4, n_timesteps_per_update=0,
+                       max_steps=1, eval_repeats=1)
+    tied: list[float] = []
+    trainer.callbacks.append(lambda t, stats: tied.extend(v for k, v in stats.items()
+                                                          if k.event.__qualname__ == "ESEvents.tied_pairs"))
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    assert tied == [1.0, 1.0]
+    assert len(trainer.warnings) == 1 and "had no direction to follow" in trainer.warnings[0]
+    assert capfd.readouterr().err.count("had no direction to follow") == 1
+
+
 def _normalized_cartpole(sampling_seed: int) -> Any:
     from maze_lab.core.wrappers.observation_normalization.observation_normalization_wrapper import (
         ObservationNormalizationWrapper,

@@ -11,6 +11,7 @@ deterministically in these episodes by default: the perturbations alone explore.
 from __future__ import annotations
 
 import secrets
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -117,6 +118,7 @@ class ES(RayWorkersMixin, Trainer):
         self.noise_table: NoiseTable | None = None
         self.workers: Any = None
         """ESWorkers (local processes) or ESRayWorkers (Ray actors), from the first train() on."""
+        self._no_signal_warned = False
         self._normalization_statistics: Any = None
         """The training envs' observation normalization statistics (checkpoint form), as last read or loaded."""
 
@@ -204,6 +206,8 @@ class ES(RayWorkersMixin, Trainer):
         self._record(ESEvents.perturbed_return_max, returns.max())
         self._record(ESEvents.perturbed_return_min, returns.min())
         self._record(ESEvents.perturbed_return_std, returns.std())
+        self._record(ESEvents.tied_pairs, float(np.mean(returns[:, 0] == returns[:, 1])))
+        self._warn_if_no_signal(returns)
         self._record(ESEvents.gradient_norm, float(np.linalg.norm(gradient.cpu().numpy())))
         self._record(ESEvents.update_norm, update_norm)
         self._record(ESEvents.update_ratio, update_norm / theta_norm if theta_norm > 0 else 0.0)
@@ -213,6 +217,20 @@ class ES(RayWorkersMixin, Trainer):
         self._record(ESEvents.step_size, cfg.step_size)
         self._record(ESEvents.time_rollouts, t1 - t0)
         self._record(ESEvents.time_update, time.perf_counter() - t0)
+
+    def _warn_if_no_signal(self, returns: np.ndarray) -> None:
+        """Say once per run where every perturbed policy got the same return: ranks are then all equal and the
+        update has no direction, which is how ES stalls on sparse rewards (a task random policies never finish)."""
+        if self._no_signal_warned or not np.all(returns == returns.flat[0]):
+            return
+        self._no_signal_warned = True
+        message = (f"ES update {self.updates}: all {returns.size} perturbed episodes returned "
+                   f"{returns.flat[0]:.4g}, so the update had no direction to follow (ESEvents/tied_pairs shows it "
+                   f"per epoch). ES learns from differences between perturbed policies: on sparse rewards give it a "
+                   f"larger algorithm.noise_stddev, longer episodes (algorithm.max_steps) or a shaped reward, or use "
+                   f"PPO or IMPALA")
+        self.warnings.append(message)
+        print(f"maze-lab: WARNING {message}", file=sys.stderr, flush=True)
 
     def _play_pairs(self, theta: np.ndarray) -> tuple[list[int], list[PairResult]]:
         """Antithetic pairs until the update has ``n_rollouts_per_update`` episodes and ``n_timesteps_per_update``

@@ -40,6 +40,11 @@ class ESEvents(ABC):
         """Standard deviation of the perturbed policies' returns."""
 
     @per_epoch_mean
+    def tied_pairs(self, value: float):
+        """Share of the antithetic pairs whose two episodes got the same return: such a pair adds nothing to the
+        gradient (1.0: every pair tied, the update had no direction to follow)."""
+
+    @per_epoch_mean
     def gradient_norm(self, value: float):
         """Norm of the gradient estimate from the ranked returns (before weight decay)."""
 
