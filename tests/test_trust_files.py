@@ -178,7 +178,6 @@ def test_statistics_that_are_dev_zero_are_refused_without_reading_them(trained: 
     run = copy_run(trained, tmp_path)
     stats = link_at(run / "stats.arrows", "/dev/zero")
     script = textwrap.dedent(f"""
-        import resource
         from maze_lab.core.log_stats.writers import StatsStore
         from maze_lab.run.runs import list_runs, load_run
         print("listed:", list_runs({str(tmp_path / 'runs')!r}).reason[0])
@@ -190,7 +189,10 @@ def test_statistics_that_are_dev_zero_are_refused_without_reading_them(trained: 
             StatsStore.follow({str(run)!r})
         except Exception as err:
             print("followed:", type(err).__name__, err)
-        print("maxrss_kib:", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        # the peak of this process's own memory (VmHWM starts anew at exec; ru_maxrss would carry the peak of
+        # the forked pytest process that started it, over 1 GiB late in a full run)
+        with open("/proc/self/status") as fh:
+            print("maxrss_kib:", next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")))
     """)
     try:
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=TIMEOUT)
