@@ -45,23 +45,24 @@ def copy_run(trained: Path, tmp_path: Path, name: str = "theirs") -> Path:
     return run
 
 
-def fifo_at(path: Path) -> Path:
-    """Replace ``path`` (a file or directory, if any) with a FIFO."""
+def _remove(path: Path) -> Path:
+    """Remove ``path`` (a file, a directory or a symlink), if any."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
-    os.mkfifo(path)
+    return path
+
+
+def fifo_at(path: Path) -> Path:
+    """Replace ``path`` (a file or directory, if any) with a FIFO."""
+    os.mkfifo(_remove(path))
     return path
 
 
 def link_at(path: Path, target: str | Path) -> Path:
     """Replace ``path`` (a file or directory, if any) with a symlink to ``target``."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
-    path.symlink_to(target)
+    _remove(path).symlink_to(target)
     return path
 
 

@@ -283,12 +283,10 @@ class RunContext:
         """Which weights ``compute_action``, ``evaluate`` and ``rollout`` act with for ``which``: ``best`` gives
         those of the run's best evaluation so far ("best (epoch N, reward R)"), or the current weights ("last")
         while no evaluation has been made (before training); ``last`` gives the weights as training left them."""
-        if which not in WHICH_WEIGHTS:
-            raise ValueError(f"which={which!r} names no weights; valid: {', '.join(map(repr, WHICH_WEIGHTS))}")
+        if self._best_state(which) is None:
+            return "last"
         selection = self._single().trainer.model_selection
-        if which == "best" and selection.best_state is not None:
-            return f"best (epoch {selection.best_epoch}, reward {selection.best_reward:.4g})"
-        return "last"
+        return f"best (epoch {selection.best_epoch}, reward {selection.best_reward:.4g})"
 
     def _best_state(self, which: str) -> dict[str, Any] | None:
         """The state dict of the best evaluation where ``which`` is ``best`` and one exists, else None."""
