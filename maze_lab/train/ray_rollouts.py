@@ -41,7 +41,7 @@ from maze_lab.run.ray_tasks import (  # noqa: F401
     remote_worker_class,
     stop_ray_actors,
 )
-from maze_lab.train.vector_env import EpochEpisodeStats
+from maze_lab.train.vector_env import MIXED_POLICY_KEYS_ADVICE, EpochEpisodeStats, MixedPolicyKeysError
 
 EnvFactory = Callable[[], Any]
 
@@ -392,7 +392,12 @@ def pack_rollout(rollout: Any) -> dict[str, Any]:
     return {"keys": keys, "obs": stacked("obs"), "actions": stacked("actions"),
             "log_prob": per_step("log_prob", np.float32), "reward": per_step("reward", np.float64),
             "terminated": per_step("terminated", bool), "truncated": per_step("truncated", bool),
-            "bootstrap": [r.bootstrap for r in records], "next_obs": rollout.next_obs, "next_key": rollout.next_key,
+            "bootstrap": [r.bootstrap for r in records],
+            "agent_ids": None if not records or any(r.agent_ids is None for r in records)
+            else per_step("agent_ids", np.int64),
+            "step_end": None if not records or any(r.step_end is None for r in records)
+            else per_step("step_end", bool),
+            "next_obs": rollout.next_obs, "next_key": rollout.next_key,
             "first_key": rollout.first_key, "n_envs": n}
 
 
@@ -406,8 +411,10 @@ def merge_packed(packs: list[dict[str, Any]]) -> Any:
     keys = first["keys"]
     for w, pack in enumerate(packs[1:], start=1):
         if pack["keys"] != keys or pack["next_key"] != first["next_key"] or pack["first_key"] != first["first_key"]:
-            raise RuntimeError(f"Ray worker {w} acted with other policy keys than worker 0 ({pack['keys'][:6]}... vs "
-                               f"{keys[:6]}...); all envs of a run must step their policy keys in the same order")
+            raise MixedPolicyKeysError(
+                f"rollout worker {w} acted with other policy keys than worker 0 ({pack['keys'][:6]}... vs "
+                f"{keys[:6]}...); all envs of a run must step their policy keys in the same order. "
+                f"{MIXED_POLICY_KEYS_ADVICE}")
     offsets = np.cumsum([0] + [p["n_envs"] for p in packs[:-1]])
 
     def merged(field: str) -> dict[StepKey, dict[str, np.ndarray]]:
@@ -417,6 +424,10 @@ def merge_packed(packs: list[dict[str, Any]]) -> Any:
     obs, actions = merged("obs"), merged("actions")
     steps = {name: np.concatenate([p[name] for p in packs], axis=1)
              for name in ("log_prob", "reward", "terminated", "truncated")}
+    agent_ids = None if any(p.get("agent_ids") is None for p in packs) else \
+        np.concatenate([p["agent_ids"] for p in packs], axis=1)
+    step_end = None if any(p.get("step_end") is None for p in packs) else \
+        np.concatenate([p["step_end"] for p in packs], axis=1)
     position: dict[StepKey, int] = {}
     records = []
     for s, key in enumerate(keys):
@@ -426,7 +437,8 @@ def merge_packed(packs: list[dict[str, Any]]) -> Any:
             actions={name: arr[j] for name, arr in actions[key].items()},
             log_prob=steps["log_prob"][s], reward=steps["reward"][s], terminated=steps["terminated"][s],
             truncated=steps["truncated"][s],
-            bootstrap=[(int(off) + i, o) for p, off in zip(packs, offsets, strict=True) for i, o in p["bootstrap"][s]]))
+            bootstrap=[(int(off) + i, o) for p, off in zip(packs, offsets, strict=True) for i, o in p["bootstrap"][s]],
+            agent_ids=None if agent_ids is None else agent_ids[s], step_end=None if step_end is None else step_end[s]))
     next_obs = {name: np.concatenate([p["next_obs"][name] for p in packs]) for name in first["next_obs"]}
     return Rollout(records, next_obs, first["next_key"], first["first_key"], sum(p["n_envs"] for p in packs))
 

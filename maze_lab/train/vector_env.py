@@ -54,6 +54,25 @@ def unstack_actions(actions: dict[str, Any], n: int) -> list[dict[str, Any]]:
     return out
 
 
+class MixedPolicyKeysError(RuntimeError):
+    """The envs of a vector env (or of a group of rollout workers) would act with different policy keys at once."""
+
+
+MIXED_POLICY_KEYS_ADVICE = (
+    "Several envs are stepped together only while all of them act with the same policy key: envs whose next "
+    "policy keys differ (agents with their own policy keys that leave or join, or sub-steps in an order that varies "
+    "between episodes) are not supported with several envs in one vector env (agents that leave or join on one "
+    "shared policy key are). Step each env on its own: runner.concurrency=1 and runner.eval_concurrency=1 (runner=dev "
+    "or runner=local; runner=processes and runner=ray need the same policy keys in all envs), or for IMPALA one actor "
+    "per process, algorithm.actor_processes=0 (its default)")
+
+
+def mixed_policy_keys_error(ids: Sequence[ActorID], what: str = "envs of a vector env") -> MixedPolicyKeysError:
+    """The error for ``what`` whose next actors ``ids`` have different policy keys, with the limitation and the
+    workarounds."""
+    return MixedPolicyKeysError(f"{what} act with different policy keys next ({list(ids)}). {MIXED_POLICY_KEYS_ADVICE}")
+
+
 def _ensure_log_stats(env: Any) -> LogStatsWrapper:
     if isinstance(env, LogStatsWrapper):
         return env
@@ -156,6 +175,16 @@ class VectorEnv(EpochEpisodeStats, ABC):
         """The actor that acts next (the same in all envs)."""
 
     @abstractmethod
+    def agent_ids(self) -> np.ndarray:
+        """The agent that acts next in every env, (n_envs,) ints (all of the common policy key of :meth:`actor_id`;
+        zeros for flat envs). Read-only: the array may be shared between calls."""
+
+    def actor_ids(self) -> list[ActorID]:
+        """The actor that acts next in every env (one policy key, possibly different agents)."""
+        key = self.actor_id().step_key
+        return [ActorID(key, int(a)) for a in self.agent_ids()]
+
+    @abstractmethod
     def get_actor_rewards(self) -> np.ndarray | None:
         """Per-env, per-actor rewards of the last step (n_envs, n_actors), where the envs provide them."""
 
@@ -200,8 +229,11 @@ class SequentialVectorEnv(VectorEnv):
         self.observation_spaces_dict = first.observation_spaces_dict
         self.action_spaces_dict = first.action_spaces_dict
         self.agent_counts_dict = first.agent_counts_dict
-        self._flat = len(self.action_spaces_dict) == 1
+        # one policy key with one agent: the actor is always the same (several agents on one key are asked)
+        self._single_agent = len(self.action_spaces_dict) == 1 and list(self.agent_counts_dict.values()) == [1]
         self._flat_actor = ActorID(next(iter(self.action_spaces_dict)), 0)
+        self._zero_agents = np.zeros(self.n_envs, dtype=np.int64)
+        self._zero_agents.flags.writeable = False
 
     def reset(self) -> dict[str, np.ndarray]:
         """Reset every env (with ``seed + i`` after ``seed()``)."""
@@ -228,14 +260,19 @@ class SequentialVectorEnv(VectorEnv):
         return stack_observations(obs_list), rewards, terminated, truncated, infos
 
     def actor_id(self) -> ActorID:
-        """The common actor of all envs."""
-        if self._flat:
+        """The actor of env 0 (all envs act with its policy key; see :meth:`agent_ids` for each env's agent)."""
+        if self._single_agent:
             return self._flat_actor
         ids = [env.actor_id() for env in self.envs]
         if any(i.step_key != ids[0].step_key for i in ids[1:]):
-            raise RuntimeError(f"envs of a vector env act with different policy keys {ids}; vector envs need "
-                               f"envs that step their policy keys in the same order")
+            raise mixed_policy_keys_error(ids)
         return ids[0]
+
+    def agent_ids(self) -> np.ndarray:
+        """The agent that acts next in every env (a shared zero array for flat envs)."""
+        if self._single_agent:
+            return self._zero_agents
+        return np.array([env.actor_id().agent_id for env in self.envs], dtype=np.int64)
 
     def get_actor_rewards(self) -> np.ndarray | None:
         """Per-actor rewards of every env, or None."""
@@ -390,6 +427,8 @@ class SubprocVectorEnv(VectorEnv):
             raise
         self.observation_spaces_dict, self.action_spaces_dict, self.agent_counts_dict = infos[0]
         self._actor = ActorID(next(iter(self.action_spaces_dict)), 0)
+        self._agent_ids = np.zeros(self.n_envs, dtype=np.int64)
+        self._agent_ids.flags.writeable = False
         self._actor_rewards: np.ndarray | None = None
 
     def _died(self, index: int) -> VectorEnvWorkerError:
@@ -447,8 +486,12 @@ class SubprocVectorEnv(VectorEnv):
 
     def _set_actor(self, ids: list[ActorID]) -> None:
         if any(i.step_key != ids[0].step_key for i in ids[1:]):
-            raise RuntimeError(f"envs of a vector env act with different policy keys {ids}")
+            raise mixed_policy_keys_error(ids)
         self._actor = ids[0]
+        if any(i.agent_id for i in ids) or self._agent_ids.any():
+            agents = np.array([i.agent_id for i in ids], dtype=np.int64)
+            agents.flags.writeable = False
+            self._agent_ids = agents
 
     def step(self, actions: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray,
                                                               np.ndarray, list[dict]]:
@@ -471,8 +514,12 @@ class SubprocVectorEnv(VectorEnv):
         return obs, rewards, terminated, truncated, infos
 
     def actor_id(self) -> ActorID:
-        """The common actor of all envs."""
+        """The actor of env 0 (all envs act with its policy key; see :meth:`agent_ids` for each env's agent)."""
         return self._actor
+
+    def agent_ids(self) -> np.ndarray:
+        """The agent that acts next in every env (as the workers reported it with the last reset or step)."""
+        return self._agent_ids
 
     def get_actor_rewards(self) -> np.ndarray | None:
         """Per-actor rewards of the last step."""

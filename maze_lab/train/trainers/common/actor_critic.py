@@ -25,7 +25,7 @@ from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
 from maze_lab.train.trainers.common.divergence import DivergenceMonitor
 from maze_lab.train.trainers.common.events import ActorCriticEvents
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
-from maze_lab.train.trainers.common.rollout import Rollout, RolloutGenerator
+from maze_lab.train.trainers.common.rollout import Rollout, RolloutGenerator, substep_policy_output
 from maze_lab.train.trainers.common.schedules import as_schedule
 
 
@@ -39,14 +39,21 @@ class KeyBatch:
     advantages: torch.Tensor
     returns: torch.Tensor
     old_values: torch.Tensor
+    agent_ids: np.ndarray | None = None
+    """The agent of each sample (None where the rollout did not record them): for policy keys with separate agent
+    networks each sample goes through its agent's network."""
 
     def __len__(self) -> int:
         return int(self.old_log_prob.shape[0])
 
     def select(self, idx: torch.Tensor | slice) -> KeyBatch:
         """A minibatch: the samples at ``idx`` (a tensor of indices or a slice, which gives views)."""
+        agent_ids = self.agent_ids
+        if agent_ids is not None:
+            agent_ids = agent_ids[idx if isinstance(idx, slice) else idx.cpu().numpy()]
         return KeyBatch({k: v[idx] for k, v in self.obs.items()}, {k: v[idx] for k, v in self.actions.items()},
-                        self.old_log_prob[idx], self.advantages[idx], self.returns[idx], self.old_values[idx])
+                        self.old_log_prob[idx], self.advantages[idx], self.returns[idx], self.old_values[idx],
+                        agent_ids)
 
 
 def _stack_dicts(dicts: list[dict[str, np.ndarray]], device: torch.device) -> dict[str, torch.Tensor]:
@@ -204,15 +211,13 @@ class ActorCriticTrainer(Trainer):
                     v = self._values(rollout.first_key, term_obs).cpu().numpy().reshape(len(envs))
                     rewards[s, envs] += cfg.gamma * v
         done = np.stack([r.terminated | r.truncated for r in records])
-        # a full env step ends where the next actor is the first policy key again (or the episode ended)
-        next_keys = keys[1:] + [rollout.next_key]
-        boundary = np.array([nk == rollout.first_key for nk in next_keys])
+        boundary = full_step_ends(rollout)
         adv = np.zeros((n_sub, n), dtype=np.float32)
         last = np.zeros(n, dtype=np.float32)
         for s in reversed(range(n_sub)):
             not_done = 1.0 - done[s].astype(np.float32)
-            gamma = cfg.gamma if boundary[s] else 1.0
-            lam = cfg.gae_lambda if boundary[s] else 1.0
+            gamma = np.where(boundary[s], np.float32(cfg.gamma), np.float32(1.0))
+            lam = np.where(boundary[s], np.float32(cfg.gae_lambda), np.float32(1.0))
             delta = rewards[s] + gamma * values[s + 1] * not_done - values[s]
             last = delta + gamma * lam * not_done * last
             adv[s] = last
@@ -226,12 +231,13 @@ class ActorCriticTrainer(Trainer):
                 advantages=torch.from_numpy(adv[idx].reshape(-1)).to(self.device),
                 returns=torch.from_numpy(returns[idx].reshape(-1)).to(self.device),
                 old_values=torch.from_numpy(values[idx].reshape(-1)).to(self.device),
+                agent_ids=_agent_ids([records[s] for s in idx]),
             )
         return batches
 
     # ---- losses ----------------------------------------------------------------------------------------------
     def _policy_and_values(self, key: StepKey, batch: KeyBatch) -> tuple[Any, torch.Tensor]:
-        out = self.policy.compute_substep_policy_output(batch.obs, key)
+        out = substep_policy_output(self.policy, batch.obs, key, batch.agent_ids)
         critic_in = out.embedding_logits if out.embedding_logits else batch.obs
         return out, self.critic.predict_values({key: critic_in})[key].reshape(-1)
 
@@ -303,6 +309,28 @@ def _for_action_spaces(config: ActorCriticAlgorithmConfig, env: Any) -> tuple[Ac
 
 def _float(obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: (v.float() if v.dtype == torch.float64 else v) for k, v in obs.items()}
+
+
+def full_step_ends(rollout: Rollout) -> np.ndarray:
+    """(sub-steps, envs) bools: where a sub-step completed a full env step, after which gamma (and lambda) apply.
+
+    Records of envs with several agents on a policy key carry it (``step_end``: the next actor already acted in the
+    step, or the episode ended); otherwise a full step ends where the next actor is the first policy key again."""
+    records = rollout.records
+    next_keys = [r.key for r in records[1:]] + [rollout.next_key]
+    ends = np.repeat(np.array([nk == rollout.first_key for nk in next_keys], dtype=bool)[:, None], rollout.n_envs,
+                     axis=1)
+    for s, r in enumerate(records):
+        if r.step_end is not None:
+            ends[s] = r.step_end
+    return ends
+
+
+def _agent_ids(records: list[Any]) -> np.ndarray | None:
+    """The agents of the records' samples, flattened over time and envs (None where a record has none)."""
+    if any(r.agent_ids is None for r in records):
+        return None
+    return np.concatenate([r.agent_ids for r in records])
 
 
 def _key_of(key: Any) -> Any:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
+from maze_lab.core.env.structured_env import ActorID
 from maze_lab.core.log_stats.aggregation import StatKey
 from maze_lab.core.log_stats.base_events import BaseEnvEvents
 from maze_lab.core.utils.yielding import give_way
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
-from maze_lab.train.trainers.common.rollout import check_finite_observations
+from maze_lab.train.trainers.common.rollout import check_finite_observations, env_agent_ids, separate_agent_keys
 
 
 class RolloutEvaluator:
@@ -48,8 +50,7 @@ class RolloutEvaluator:
         with torch.inference_mode():
             while finished < self.n_episodes:
                 give_way()  # a background run in a kernel makes room for a running cell
-                actor = env.actor_id()
-                action = policy.compute_action(obs, actor_id=actor, deterministic=self.deterministic)
+                action = self._actions(policy, env, obs)
                 obs, _, terminated, truncated, _ = env.step(action)
                 check_finite_observations(obs, env.actor_id().step_key, epoch, what="evaluation ")
                 finished += int((terminated | truncated).sum())
@@ -63,3 +64,24 @@ class RolloutEvaluator:
         if self.model_selection is not None:
             self.model_selection.update(reward, epoch or 0)
         return reward
+
+    def _actions(self, policy: Any, env: Any, obs: dict[str, Any]) -> dict[str, Any]:
+        """The actions of all envs; for policy keys with separate agent networks each env's agent acts with its own
+        network (the batch split by agent)."""
+        actor = env.actor_id()
+        agents = env_agent_ids(env) if actor.step_key in separate_agent_keys(policy) else None
+        if agents is None or (agents == agents[0]).all():
+            if agents is not None:
+                actor = ActorID(actor.step_key, int(agents[0]))
+            return policy.compute_action(obs, actor_id=actor, deterministic=self.deterministic)
+        merged: dict[str, Any] = {}
+        for agent in np.unique(agents):
+            idx = np.flatnonzero(agents == agent)
+            part = policy.compute_action({k: np.asarray(v)[idx] for k, v in obs.items()},
+                                         actor_id=ActorID(actor.step_key, int(agent)), deterministic=self.deterministic)
+            for name, value in part.items():
+                value = np.asarray(value)
+                if name not in merged:
+                    merged[name] = np.empty((len(agents), *value.shape[1:]), dtype=value.dtype)
+                merged[name][idx] = value
+        return merged

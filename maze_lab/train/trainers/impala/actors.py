@@ -289,7 +289,8 @@ def split_rollout(rollout: Rollout) -> list[Rollout]:
             records.append(SubStepRecord(
                 r.key, {k: v[i:i + 1] for k, v in r.obs.items()}, {k: v[i:i + 1] for k, v in r.actions.items()},
                 r.log_prob[i:i + 1], r.reward[i:i + 1], r.terminated[i:i + 1], r.truncated[i:i + 1],
-                [(0, obs) for j, obs in r.bootstrap if j == i]))
+                [(0, obs) for j, obs in r.bootstrap if j == i], None if r.agent_ids is None else r.agent_ids[i:i + 1],
+                None if r.step_end is None else r.step_end[i:i + 1]))
         parts.append(Rollout(records, {k: v[i:i + 1] for k, v in rollout.next_obs.items()}, rollout.next_key,
                              rollout.first_key, 1))
     return parts

@@ -20,10 +20,11 @@ import torch
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.train.ray_config import RayWorkerSettings
-from maze_lab.train.trainers.common.actor_critic import _float, _key_of
+from maze_lab.train.trainers.common.actor_critic import _agent_ids, _float, _key_of, full_step_ends
 from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.ray_workers import RayWorkersMixin
+from maze_lab.train.trainers.common.rollout import substep_policy_output
 from maze_lab.train.trainers.common.worker_stats import WorkerEpisodeStats
 from maze_lab.train.trainers.impala.actors import ActorPool, ImpalaActorError, Trajectory
 from maze_lab.train.trainers.impala.config import ImpalaAlgorithmConfig
@@ -168,7 +169,8 @@ class IMPALA(RayWorkersMixin, Trainer):
         for key, where in cells.items():
             obs = _stack([records[s][b].obs for s, b in where], device)
             actions = _stack([records[s][b].actions for s, b in where], device)
-            out = self.policy.compute_substep_policy_output(obs, key)
+            agent_ids = _agent_ids([records[s][b] for s, b in where])
+            out = substep_policy_output(self.policy, obs, key, agent_ids)
             critic_in = out.embedding_logits if out.embedding_logits else obs
             flat_index.append(torch.tensor([s * B + b for s, b in where], dtype=torch.long))
             log_probs.append(out.prob_dist.joint_log_prob(actions).reshape(-1))
@@ -189,9 +191,7 @@ class IMPALA(RayWorkersMixin, Trainer):
             bootstrap = self._bootstrap_values(batch)
         # the discount after a sub-step: gamma where an env step ends (the next actor is the first policy key
         # again), 1 between the sub-steps of one env step, 0 where the episode ended
-        next_keys = [[records[s + 1][b].key if s + 1 < T else batch[b].rollout.next_key for b in range(B)]
-                     for s in range(T)]
-        step_ends = np.array([[next_keys[s][b] == batch[b].rollout.first_key for b in range(B)] for s in range(T)])
+        step_ends = np.concatenate([full_step_ends(t.rollout) for t in batch], axis=1)  # (T, B): one env each
         discounts = torch.as_tensor(np.where(step_ends, cfg.gamma, 1.0) * (1.0 - done), dtype=torch.float32,
                                     device=device)
         targets = vtrace(behaviour_log_prob, target_log_prob.detach(), rewards, value.detach(), bootstrap, discounts,
