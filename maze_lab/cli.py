@@ -826,7 +826,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rollout = sub.add_parser("rollout", parents=[common],
                              help="roll out a run's trained policy and record its episodes")
-    rollout.add_argument("run_dir", help="a run directory (outputs/<experiment>/<timestamp>)")
+    rollout.add_argument("run_dir", help="a run directory (outputs/<experiment_name>/<timestamp>)")
     rollout.add_argument("--episodes", type=int, default=1, help="number of episodes (default 1)")
     rollout.add_argument("--which", choices=["best", "last"], default="best", help="checkpoint to use")
     rollout.add_argument("--sample", action="store_true", help="sample actions instead of the most likely ones")

@@ -25,7 +25,7 @@ LRS = (1e-3, 3e-4)
 def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunContext, object]:
     """Two finished two-epoch CartPole runs of a grid over the learning rate, under one base directory."""
     base = tmp_path_factory.mktemp("runs")
-    rc = RunContext(overrides={**TINY, "n_epochs": 2, "log_base_dir": str(base), "experiment": "lr_grid",
+    rc = RunContext(overrides={**TINY, "n_epochs": 2, "log_base_dir": str(base), "experiment_name": "lr_grid",
                                "algorithm.lr": list(LRS)}, multirun=True, silent=True)
     table = rc.train()
     rc.close()
@@ -197,7 +197,7 @@ def test_new_run_under_the_base_dir_is_picked_up(grid: tuple, tmp_path: Path) ->
         assert len(cmp.runs) == 2 and cmp.live
         assert cmp.update() is False
         before = list(cmp.curve_box.children[0].data)
-        rc = RunContext(overrides={**TINY, "n_epochs": 2, "log_base_dir": str(tmp_path), "experiment": "lr_grid"},
+        rc = RunContext(overrides={**TINY, "n_epochs": 2, "log_base_dir": str(tmp_path), "experiment_name": "lr_grid"},
                         silent=True)
         handle = rc.train_async()
         live = RunComparison([handle, *grid_table.run_dir])  # the handle itself: status and store of this kernel

@@ -33,7 +33,41 @@ def test_experiment_file_overrides_groups_and_values():
     cfg = compose_config(experiment="cutting2d_masked_ppo")
     assert cfg.env._target_ == "maze_lab.examples.cutting2d.make_masked_env"
     assert cfg.model.critic._target_.endswith("StepStateCriticComposer")
-    assert cfg.algorithm.n_rollout_steps == 64 and cfg.experiment == "cutting2d_masked_ppo"
+    assert cfg.algorithm.n_rollout_steps == 64 and cfg.experiment_name == "cutting2d_masked_ppo"
+
+
+def test_experiment_has_one_meaning_everywhere(tmp_path):
+    """experiment=NAME picks the experiment file whether it comes as an argument, an override (as RunContext's
+    overrides pass it) or on the command line; the runs' folder is named by experiment_name."""
+    from maze_lab.run.run_context import RunContext
+
+    by_override = compose_config(overrides={"experiment": "cartpole_ppo"})
+    assert by_override.runner.concurrency == 8 and by_override.algorithm.n_rollout_steps == 32
+    assert by_override.experiment_name == "cartpole_ppo" and "experiment" not in by_override
+    assert by_override == compose_config(experiment="cartpole_ppo")
+    named = compose_config(overrides={"experiment_name": "mine"})
+    assert named.experiment_name == "mine" and named.runner.concurrency == 2  # only the folder's name
+    both = compose_config(overrides={"experiment": "cartpole_ppo", "experiment_name": "mine"})
+    assert both.experiment_name == "mine" and both.runner.concurrency == 8
+    rc = RunContext(overrides={"experiment_name": "mine", "log_base_dir": str(tmp_path)}, silent=True)
+    assert rc.run_dir.parent == tmp_path / "mine"
+    with pytest.raises(ConfigurationError, match="unknown option 'my_runs' for config group 'experiment'.*"
+                                                 "to name the runs' folder set experiment_name=my_runs"):
+        compose_config(overrides={"experiment": "my_runs"})
+    with pytest.raises(ConfigurationError, match="two experiments given"):
+        compose_config(overrides={"experiment": "pendulum_sac"}, experiment="cartpole_ppo")
+    with pytest.raises(ConfigurationError, match="picks an experiment file by name"):
+        compose_config(overrides={"experiment": 3})
+
+
+def test_an_experiment_file_with_a_root_experiment_key_is_refused(tmp_path, monkeypatch):
+    package = tmp_path / "old_experiments"
+    (package / "experiment").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "experiment" / "old.yaml").write_text("# @package _global_\nexperiment: old\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigurationError, match="root key 'experiment' .*experiment_name: old"):
+        compose_config(experiment="old", config_modules=["old_experiments"])
 
 
 def test_composition_repeats_in_one_process():

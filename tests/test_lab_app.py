@@ -308,6 +308,19 @@ def _reward_points(page: object) -> int:
     return max((p["maxPoints"] for p in reward), default=0)
 
 
+def _wait_reward_points(page: object, what: str, timeout: float = 120, more_than: int = 0) -> int:
+    """Wait until the cockpit's reward curve has more than ``more_than`` drawn points; a timeout names what the
+    cockpit's plots held and the page's console errors."""
+    try:
+        return wait_until(lambda: _reward_points(page) > more_than and _reward_points(page), timeout=timeout,
+                          interval=0.3, what=what)
+    except AssertionError as err:
+        cockpit = page.query_selector(".maze-lab-cockpit")
+        found = plots(page, cockpit) if cockpit is not None else "no cockpit"
+        errors = "\n".join(getattr(page, "console_errors", [])[-10:])
+        raise AssertionError(f"{err}; the cockpit's plots: {found}; console errors:\n{errors}") from None
+
+
 def _blank_plots(page: object, within: str) -> list[dict]:
     """Visible plots under ``within`` whose data never made it into the drawing."""
     root = page.query_selector(within)
@@ -342,10 +355,8 @@ def test_lab_app_in_the_browser(tmp_path: Path, finished_run: Path) -> None:
             page.press(".maze-lab-n-epochs input", "Enter")
             page.click(".maze-lab-start")
             wait_until(lambda: _status(page) in ("running", "starting"), timeout=60, what="the run to start")
-            first = wait_until(lambda: _reward_points(page), timeout=120, interval=0.3,
-                               what="the first points of the reward curve")
-            grown = wait_until(lambda: _reward_points(page) > first and _reward_points(page), timeout=120,
-                               interval=0.3, what=f"the reward curve to grow past {first} points")
+            first = _wait_reward_points(page, "the first points of the reward curve")
+            grown = _wait_reward_points(page, f"the reward curve to grow past {first} points", more_than=first)
             assert grown > first
             wait_until(lambda: _status(page) == "running", timeout=30, what="the status 'running'")
             assert not _blank_plots(page, ".maze-lab-cockpit"), plots(page, page.query_selector(".maze-lab-cockpit"))
@@ -408,8 +419,7 @@ def test_lab_app_in_the_browser(tmp_path: Path, finished_run: Path) -> None:
             page.select_option(".maze-lab-runs select", index=[0])
             page.click(".maze-lab-open")
             wait_until(lambda: _status(page) == "stopped", timeout=60, what="the reopened run's status")
-            points = wait_until(lambda: _reward_points(page), timeout=60, interval=0.3,
-                                what="the reward curve after the reload")
+            points = _wait_reward_points(page, "the reward curve after the reload")
             assert points >= grown
             assert not _blank_plots(page, ".maze-lab-cockpit"), plots(page, page.query_selector(".maze-lab-cockpit"))
             screenshot(page, "lab_app_after_reload")
@@ -454,7 +464,7 @@ def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path)
             page.press(".maze-lab-n-epochs input", "Enter")
             page.click(".maze-lab-start")
             wait_until(lambda: _status(page) in ("running", "starting"), timeout=60, what="the run to start")
-            wait_until(lambda: _reward_points(page), timeout=120, interval=0.3, what="the first reward points")
+            _wait_reward_points(page, "the first reward points")
             run_dir = next(p.parent for p in base.glob("*/*/maze_lab_run.json"))
             first_kernel = page_kernel_id(page)
 
@@ -468,10 +478,8 @@ def test_runs_outlive_the_page_and_closed_pages_leave_no_kernels(tmp_path: Path)
             wait_until(lambda: re.search(rf"{run_dir.name}\s+running\s+live", option.inner_text()), timeout=30,
                        what=f"the run listed as running and live (listed: {option.inner_text()!r})")
             wait_until(lambda: _status(page) == "running", timeout=60, what="the reopened run in the cockpit")
-            shown = wait_until(lambda: _reward_points(page), timeout=60, interval=0.3,
-                               what="the reward curve after the reload")
-            wait_until(lambda: _reward_points(page) > shown, timeout=120, interval=0.3,
-                       what="the reward curve to grow after the reload")
+            shown = _wait_reward_points(page, "the reward curve after the reload")
+            _wait_reward_points(page, "the reward curve to grow after the reload", more_than=shown)
             assert page.locator(".maze-lab-stop").is_enabled()
             cockpit = page.locator(".maze-lab-cockpit")
             assert cockpit.locator(".maze-lab-cockpit-stop button, button.maze-lab-cockpit-stop").count() == 1

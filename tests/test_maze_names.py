@@ -57,7 +57,7 @@ def test_vector_obs_and_template_critics() -> None:
     ({"overrides": {"policy": "torch_policy"}}, "unknown config key 'policy': 'policy' is a group of Maze's rollout "
                                                 "config (conf_rollout), not of training; maze-lab rolls out the policy "
                                                 "of a trained run with `maze-lab rollout RUN_DIR --episodes N`"),
-    ({"overrides": {"hydra/launcher": "local"}}, "runs go to <log_base_dir>/<experiment>/<timestamp>"),
+    ({"overrides": {"hydra/launcher": "local"}}, "runs go to <log_base_dir>/<experiment_name>/<timestamp>"),
     ({"components": {"critic": "template_state_action"}}, "is critic=state_action"),
 ])
 def test_maze_names_without_an_equivalent_say_what_to_use(kwargs: dict, message: str) -> None:

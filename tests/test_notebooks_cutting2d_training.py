@@ -107,7 +107,7 @@ def test_06_run_directory_reads_back(training: tuple) -> None:
     run_dir, nb, _ = training
     run = load_run(run_dir)
     assert run.summary["status"] == "done"
-    assert run.config.experiment == "cutting2d_masked_ppo"
+    assert run.config.experiment_name == "cutting2d_masked_ppo"
     stats = run.stats.to_dataframe()
     evals = stats[(stats.prefix == "eval") & (stats.event == "reward") & (stats.name == "mean")]
     per_epoch = evals.groupby("epoch").value.last()

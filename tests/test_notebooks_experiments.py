@@ -168,7 +168,7 @@ def test_11_grid_made_one_run_per_combination(experiments: tuple) -> None:
     for path in dirs:
         cfg = OmegaConf.load(path / "config.yaml")
         found.add((cfg.algorithm.lr, cfg.algorithm.n_optimization_epochs))
-        assert cfg.experiment == "cartpole_tiny" and cfg.n_epochs == 2
+        assert cfg.experiment_name == "cartpole_tiny" and cfg.n_epochs == 2
         assert (path / "checkpoints" / "state_dict_last.pt").is_file()
     assert found == set(itertools.product([0.001, 0.0003], [4, 10]))
 

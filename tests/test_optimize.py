@@ -51,7 +51,7 @@ def test_search_writes_best_trial_of_sqlite_study(search: tuple) -> None:
     """The study on disk holds three finished trials; best_params.yaml and best_config.yaml are those of its best
     trial; every trial is a run directory whose config holds the trial's values and whose summary names the trial."""
     base, result = search
-    study_dir = base / "cartpole_ppo" / "optimize-ppo_cartpole"  # <log_base_dir>/<experiment>/optimize-<space>
+    study_dir = base / "cartpole_ppo" / "optimize-ppo_cartpole"  # <log_base_dir>/<experiment_name>/optimize-<space>
     assert result.study_dir == study_dir.resolve()
     study = _study(study_dir)
     trials = study.get_trials()

@@ -326,3 +326,21 @@ def test_agents_with_own_policy_keys_that_leave_are_refused_naming_the_workaroun
         trainer = PPO(config, _leaving_model(), env=single, writers=[])
         trainer.train()
         assert trainer.epoch == 1
+
+
+def test_the_gymnasium_adapter_names_the_acting_agent_of_a_shared_key() -> None:
+    """One policy key shared by two agents has no 'actor' observation entry: the adapter names the agent that acts
+    on each returned observation in info['actor'], and flat=True (one action per flat step) points there."""
+    from maze_lab.core.wrappers.gymnasium_adapter import GymnasiumEnvAdapter
+
+    adapter = GymnasiumEnvAdapter(two_workers())
+    assert "actor" not in adapter.observation_space.spaces
+    _, info = adapter.reset(seed=0)
+    actors = [info["actor"]]
+    for _ in range(3):
+        _, reward, _, _, info = adapter.step({"job": BEST_JOB[actors[-1][1]]})
+        assert reward == 1.0  # the agent named in info is the one that acted
+        actors.append(info["actor"])
+    assert actors == [(0, 0), (0, 1), (0, 0), (0, 1)]
+    with pytest.raises(ValueError, match=r"one agent per policy key.*\{0: 2\}.*flat=False.*info\['actor'\]"):
+        GymnasiumEnvAdapter(two_workers(), flat=True)

@@ -77,7 +77,7 @@ def test_repeated_composition_in_one_process_does_not_leak() -> None:
         assert plain.algorithm._target_.endswith("PPOAlgorithmConfig") and plain.algorithm.lr == 0.00025
         assert plain.env.name == "CartPole-v1"
     exp = RunContext(experiment="cartpole_ppo", silent=True).config
-    assert exp.experiment == "cartpole_ppo" and exp.runner.concurrency == 8
+    assert exp.experiment_name == "cartpole_ppo" and exp.runner.concurrency == 8
     assert RunContext(silent=True).config.runner.concurrency == 2
 
 

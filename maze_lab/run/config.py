@@ -70,7 +70,7 @@ MAZE_HINTS: dict[str, dict[str, str]] = {
 MAZE_KEY_HINTS: dict[str, str] = {
     "policy": f"'policy' is a group of Maze's rollout config (conf_rollout), not of training; {_ROLLOUT_HINT}",
     "hydra": "maze-lab composes configs with Hydra but does not run Hydra's app: runs go to "
-             "<log_base_dir>/<experiment>/<timestamp> (set log_base_dir=DIR or $MAZE_LAB_OUTPUTS), and grids run "
+             "<log_base_dir>/<experiment_name>/<timestamp> (set log_base_dir=DIR or $MAZE_LAB_OUTPUTS), and grids run "
              "with `maze-lab sweep key=a,b,c --jobs N`",
 }
 """Root keys of Maze command lines that maze-lab does not have, with what to do instead."""
@@ -125,6 +125,8 @@ def _check_option(group: str, name: str, options: dict[str, list[str]]) -> str:
     if alias is not None and alias in options[group]:
         return alias
     hint = MAZE_HINTS.get(group, {}).get(name)
+    if group == "experiment":
+        hint = f"experiment=NAME picks an experiment file; to name the runs' folder set experiment_name={name}"
     raise ConfigurationError(
         f"unknown option '{name}' for config group '{group}'; valid options: {', '.join(options[group])}"
         + (f" ({hint})" if hint else "")
@@ -535,7 +537,8 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
     """Compose a run configuration.
 
     :param components: group -> option name (str) or a config dict replacing the group's value.
-    :param overrides: dotted key -> value (a group name with a str value selects an option).
+    :param overrides: dotted key -> value (a group name with a str value selects an option; ``experiment`` picks
+        the experiment file, as ``experiment=`` does; ``experiment_name`` names the runs' folder).
     :param experiment: an experiment file (group ``experiment``) applied on top.
     :param config_modules: importable packages with further config groups (searched first).
 
@@ -549,6 +552,15 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
     for key in list(overrides):
         if key in GROUPS and isinstance(overrides[key], str):
             components[key] = overrides.pop(key)
+    if "experiment" in overrides:  # one meaning everywhere: experiment=NAME picks the experiment file, as on the CLI
+        named = overrides.pop("experiment")
+        if not isinstance(named, str) or not named:
+            raise ConfigurationError(f"experiment={named!r}: experiment=NAME picks an experiment file by name; "
+                                     f"valid options: {', '.join(options['experiment'])}")
+        if experiment and experiment != named:
+            raise ConfigurationError(f"two experiments given: experiment={experiment!r} and the override "
+                                     f"experiment={named!r}")
+        experiment = named
     hydra_overrides = []
     dict_components = {}
     for group, value in components.items():
@@ -595,6 +607,10 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
         cfg, _ = _hydra_compose(primary, config_name, [*hydra_overrides, "critic=none"])
         if not cfg.model.get("critic"):
             cfg.model.critic = {"_target_": "maze_lab.perception.models.critics.SharedStateCriticComposer"}
+    if "experiment" in cfg:
+        raise ConfigurationError(f"the configuration sets a root key 'experiment' ({cfg.experiment!r}), which has no "
+                                 f"meaning: experiment=FILE picks an experiment file, and the runs' folder is named by "
+                                 f"experiment_name (in an experiment file: experiment_name: {cfg.experiment})")
     for group, value in dict_components.items():
         plain = OmegaConf.to_container(value) if isinstance(value, DictConfig) else dict(value)
         if group == "critic":

@@ -50,7 +50,7 @@ def start_detached(config: dict[str, Any], objects: dict[str, Any], run_dir: Pat
                             "sys_path": [p for p in sys.path if isinstance(p, str)], "accept_since": started})
     run = RunDirectory(run_dir)
     run.write_summary(status="starting", mode="detached", created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                      experiment=config.get("experiment"), seed=config.get("seed"))
+                      experiment=config.get("experiment_name", config.get("experiment")), seed=config.get("seed"))
     log = (run_dir / CONSOLE_LOG).open("ab")
     try:
         child = subprocess.Popen([sys.executable, "-m", MODULE], stdin=subprocess.PIPE, stdout=log,

@@ -885,8 +885,8 @@ class OptimizeResult:
 
 
 def default_study_dir(cfg: DictConfig, space_name: str) -> Path:
-    """``<log_base_dir>/<experiment>/optimize-<space name>``."""
-    return Path(str(cfg.log_base_dir)) / str(cfg.experiment) / f"optimize-{space_name}"
+    """``<log_base_dir>/<experiment_name>/optimize-<space name>``."""
+    return Path(str(cfg.log_base_dir)) / str(cfg.experiment_name) / f"optimize-{space_name}"
 
 
 def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Mapping[str, Any] | None = None,
@@ -905,7 +905,7 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
     :param n_jobs: trials run at the same time (local worker processes, or Ray tasks in flight).
     :param backend: ``"local"`` (this process, or ``n_jobs`` worker processes) or ``"ray"`` (Ray tasks; an
         initialised Ray is used, else ``address``, else a local Ray is started and shut down at the end).
-    :param study_dir: where the study lives (default ``<log_base_dir>/<experiment>/optimize-<space name>``); a
+    :param study_dir: where the study lives (default ``<log_base_dir>/<experiment_name>/optimize-<space name>``); a
         directory holding a study resumes it.
     :param address: with ``backend="ray"``: the Ray cluster (``ray://host:10001`` or ``auto``).
     :param experiment: an experiment file (replaces the space's).
@@ -1172,7 +1172,7 @@ def add_optimize_parser(sub: Any, common: Any) -> None:
     p = sub.add_parser("optimize", parents=[common], help="hyperparameter search with Optuna (trials are runs)",
                        description="Search hyperparameters with Optuna. The search space is a file of the config "
                                    "group search_space (maze_lab/conf/search_space/) or a YAML path; every trial is "
-                                   "a run directory under the study directory (<log_base_dir>/<experiment>/"
+                                   "a run directory under the study directory (<log_base_dir>/<experiment_name>/"
                                    "optimize-<space>, with study.db, best_config.yaml and best_params.yaml). Running "
                                    "the same search again resumes the study.")
     p.add_argument("overrides", nargs="*", metavar="OVERRIDE",
@@ -1183,7 +1183,7 @@ def add_optimize_parser(sub: Any, common: Any) -> None:
     p.add_argument("--jobs", "-j", type=int, default=1, help="trials at the same time (worker processes or Ray tasks)")
     p.add_argument("--ray", action="store_true", help="run the trials as Ray tasks (a local Ray unless --address)")
     p.add_argument("--address", default=None, help="with --ray: the Ray cluster to use (e.g. auto or ray://HOST:10001)")
-    p.add_argument("--study-dir", default=None, help="where the study lives (default <log_base_dir>/<experiment>/"
+    p.add_argument("--study-dir", default=None, help="where the study lives (default <log_base_dir>/<experiment_name>/"
                                                      "optimize-<space>)")
     p.add_argument("--experiment", help="experiment file (config group 'experiment')")
     p.add_argument("--config-module", action="append", help="importable package with your own config groups")

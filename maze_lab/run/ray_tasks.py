@@ -705,7 +705,7 @@ def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_
     ensure_ray(address, num_cpus=max(n_jobs, os.cpu_count() or 1) if address is None else None)
     from maze_lab.run.run_context import train_config_in_worker
 
-    run_dirs = [new_run_dir(cfg["log_base_dir"], cfg["experiment"]) for cfg in configs]
+    run_dirs = [new_run_dir(cfg["log_base_dir"], cfg["experiment_name"]) for cfg in configs]
     summaries = list(summaries) if summaries is not None else [{} for _ in configs]
     try:
         results = run_as_ray_tasks(train_config_in_worker,

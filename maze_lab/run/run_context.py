@@ -58,7 +58,7 @@ class RunContext:
         ``multirun=True`` list values span a grid.
     :param experiment: an experiment file from the ``experiment`` group.
     :param config_module: importable package(s) with your own config groups.
-    :param run_dir: where to write the run (default ``<log_base_dir>/<experiment>/<timestamp>``; ``log_base_dir``
+    :param run_dir: where to write the run (default ``<log_base_dir>/<experiment_name>/<timestamp>``; ``log_base_dir``
         defaults to ``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``, see ``maze_lab.run.run_dir``).
     :param silent: no console statistics tables.
     :param multirun: treat list values in ``overrides`` as a grid (one run per combination).
@@ -243,7 +243,7 @@ class RunContext:
             raise RuntimeError(f"this RunContext already built its run in this process ({self._run.run_directory.path})"
                                f"; make a new RunContext to start a detached run")
         cfg = self.config
-        path = self._requested_run_dir or new_run_dir(cfg.log_base_dir, cfg.experiment)
+        path = self._requested_run_dir or new_run_dir(cfg.log_base_dir, cfg.experiment_name)
         path.mkdir(parents=True, exist_ok=True)
         start_detached(OmegaConf.to_container(cfg), dict(self._objects), path, n_epochs, torch_threads,
                        silent=self.silent, previous=self._previous)
@@ -380,7 +380,7 @@ class RunContext:
 
             def run_dir_of(index: int) -> Path | None:
                 cfg = self.configs[index]
-                return find_run(Path(cfg.log_base_dir) / str(cfg.experiment), sweep_id=sweep_id, sweep_index=index)
+                return find_run(Path(cfg.log_base_dir) / str(cfg.experiment_name), sweep_id=sweep_id, sweep_index=index)
 
             results = run_in_processes(train_config_in_worker,
                                        [(OmegaConf.to_container(c), n_epochs, None, summary)
@@ -474,7 +474,7 @@ def _previous_results(run_dir: Path, cfg: DictConfig, overwrite: bool) -> Litera
             status = existing.read_summary().get("status", "unknown")
     raise ExistingRunError(
         f"run_dir {run_dir} already holds a run (status {status}); training into it would overwrite its statistics "
-        f"and checkpoints. Give a new run_dir (or none: a fresh <log_base_dir>/<experiment>/<timestamp>), resume from "
+        f"and checkpoints. Give a new run_dir (or none: a fresh <log_base_dir>/<experiment_name>/<timestamp>), resume from "
         f"it with overrides={{'input_dir': '{run_dir}'}}, or pass overwrite=True to replace it")
 
 
@@ -599,7 +599,7 @@ class _Run:
         self.objects = objects
         self.silent = silent
         cfg = config
-        path = run_dir if run_dir is not None else new_run_dir(cfg.log_base_dir, cfg.experiment)
+        path = run_dir if run_dir is not None else new_run_dir(cfg.log_base_dir, cfg.experiment_name)
         path.mkdir(parents=True, exist_ok=True)
         self.run_directory = RunDirectory(path)
         if previous == "replace":
@@ -608,7 +608,7 @@ class _Run:
         self._write_config()
         # versions() imports torch (about a second): it is recorded when the run is built, which for a background
         # run happens in the training thread, so that train_async() returns at once
-        self.run_directory.write_summary(status="created", experiment=cfg.experiment, seed=cfg.seed,
+        self.run_directory.write_summary(status="created", experiment=cfg.experiment_name, seed=cfg.seed,
                                          created=time.strftime("%Y-%m-%dT%H:%M:%S"), objects=sorted(objects),
                                          **(summary or {}))
         from maze_lab.core.log_stats.writers import StatsStore

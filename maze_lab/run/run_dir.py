@@ -1,4 +1,4 @@
-"""Run directories: ``<log_base_dir>/<experiment>/<timestamp>/`` with config, statistics, checkpoints, summary."""
+"""Run directories: ``<log_base_dir>/<experiment_name>/<timestamp>/`` with config, statistics, checkpoints, summary."""
 
 from __future__ import annotations
 
@@ -282,7 +282,7 @@ class RunDirectory:
         p = Path(path)
         if not p.is_dir():
             raise NotARunDirectoryError(f"{p} is not a directory; give the path of a maze-lab run directory "
-                                        f"(outputs/<experiment>/<timestamp>)")
+                                        f"(outputs/<experiment_name>/<timestamp>)")
         if not os.path.lexists(p / MARKER):  # a marker that cannot be read still marks a (damaged) run
             found = sorted(x.name for x in p.iterdir())[:10]
             raise NotARunDirectoryError(

@@ -430,7 +430,7 @@ def differing_params(configs: Iterable[Mapping[str, Any]],
 def find_run_dirs(base_dir: str | Path, experiment: str | None = None, group: str | None = None) -> list[Path]:
     """The run directories under ``base_dir`` (those holding a ``maze_lab_run.json``), oldest path first; with
     ``experiment``, only those of that experiment (the summary's ``experiment``, or for a summary that cannot be
-    read, the name of the directory above the run, as ``<log_base_dir>/<experiment>/<timestamp>`` lays them out);
+    read, the name of the directory above the run, as ``<log_base_dir>/<experiment_name>/<timestamp>`` lays them out);
     with ``group``, only the runs of that sweep, notebook batch or Optuna study (see :func:`run_group`)."""
     base = Path(base_dir)
     if not base.is_dir():

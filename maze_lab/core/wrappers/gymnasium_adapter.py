@@ -3,7 +3,10 @@
 Two presentations:
 
 - ``flat=False`` (default): the union of all policy keys' Dict spaces (Maze's view, for libraries that take
-  Dict spaces); an ``actor`` entry tells which policy key acts where there are several.
+  Dict spaces); an ``actor`` entry tells which policy key acts where there are several, and with several actors
+  (policy keys or agents) ``info["actor"]`` names the one that acts on the returned observation as a
+  ``(policy key, agent id)`` pair (one policy key shared by several agents has no ``actor`` entry: only the
+  info tells the agents apart).
 - ``flat=True``: what Stable-Baselines3 and most Gymnasium-based libraries take without glue. Observations are
   one 1-D float32 Box (``observation_layout`` maps it back to the dict), actions are ``Discrete`` /
   ``MultiDiscrete`` (discrete heads) or one Box (continuous heads), and a structured env whose policy keys act
@@ -121,8 +124,10 @@ class GymnasiumEnvAdapter(gym.Env):
         counts = dict(self.env.agent_counts_dict)
         if any(n != 1 for n in counts.values()):
             raise ValueError(f"flat=True needs exactly one agent per policy key, but the env has agent counts "
-                             f"{counts} (-1 = dynamic); use GymnasiumEnvAdapter(env) (flat=False), whose 'actor' "
-                             f"entry tells which policy key acts, or a maze-lab trainer for multi-agent envs")
+                             f"{counts} (-1 = dynamic): one flat step cannot hold a varying number of agents' "
+                             f"actions. Use GymnasiumEnvAdapter(env) (flat=False), which steps one agent at a time "
+                             f"and names it in info['actor'] as (policy key, agent id) after reset() and every "
+                             f"step, or train it with a maze-lab trainer, which handles several agents per key")
         order = list(self.step_keys if substep_order is None else substep_order)
         if sorted(map(str, order)) != sorted(map(str, self.step_keys)) or len(set(order)) != len(order):
             raise ValueError(f"substep_order must list every policy key once, got {order}; the env's policy keys "
@@ -227,7 +232,7 @@ class GymnasiumEnvAdapter(gym.Env):
         obs, info = self.env.reset(seed=seed, options=options)
         if self.flat:
             self._require_actor(self.substep_order[0], "after reset()")
-        return self._to_gym_obs(obs), info
+        return self._to_gym_obs(obs), self._with_actor(info)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Pass the action (the current actor's part of it, or each sub-step's part when flat) to the env."""
@@ -248,7 +253,14 @@ class GymnasiumEnvAdapter(gym.Env):
         else:
             env_action = _plain(action)
         obs, reward, terminated, truncated, info = self.env.step(env_action)
-        return self._to_gym_obs(obs), float(reward), bool(terminated), bool(truncated), info
+        return self._to_gym_obs(obs), float(reward), bool(terminated), bool(truncated), self._with_actor(info)
+
+    def _with_actor(self, info: Mapping[str, Any]) -> dict:
+        """``info`` with ``actor``: the (policy key, agent id) that acts next, where more than one actor can act."""
+        if self.flat or (len(self.step_keys) == 1 and all(n == 1 for n in self.env.agent_counts_dict.values())):
+            return info
+        actor = self.env.actor_id()
+        return {**info, "actor": (actor.step_key, int(actor.agent_id))}
 
     def _flat_step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Every sub-step in ``substep_order``, each with its heads of the flat action; rewards are summed."""
