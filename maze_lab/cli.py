@@ -17,25 +17,18 @@ import argparse
 import contextlib
 import os
 import shlex
-import signal
 import subprocess
 import sys
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from maze_lab.run.commands import BadInput, interrupt_once, one_line, report_interrupted
+from maze_lab.run.config import split_values  # noqa: F401 - the sweep syntax, also for callers of the CLI's API
+
 EXIT_BAD_INPUT = 2
-
-
-class BadInput(Exception):
-    """Input the command cannot use; reported as one line with exit code 2."""
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def _bad_input_types() -> tuple[type[BaseException], ...]:
@@ -59,7 +52,7 @@ def _report(args: argparse.Namespace, err: BaseException, context: str = "") -> 
     if getattr(args, "debug", False):
         traceback.print_exception(err, file=sys.stderr)
     hint = "" if getattr(args, "debug", False) else " (--debug shows the traceback)"
-    print(f"maze-lab {args.command}: error: {_one_line(err)}{context}{hint if context else ''}", file=sys.stderr)
+    print(f"maze-lab {args.command}: error: {one_line(err)}{context}{hint if context else ''}", file=sys.stderr)
 
 
 def _run_fault_types() -> tuple[type[BaseException], ...]:
@@ -152,7 +145,7 @@ def _train(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT if isinstance(err, (ValueError, *_bad_input_types())) else 1
         print(f"maze-lab train: run directory {rc.run_dir}", flush=True)
         try:
-            with _interrupt_once():
+            with interrupt_once():
                 rc.train()
         except KeyboardInterrupt:
             print(f"\nmaze-lab train: interrupted; run directory: {rc.run_dir} (status interrupted, the checkpoint "
@@ -169,62 +162,6 @@ def _train(args: argparse.Namespace) -> int:
     print(_rewards_line(summary))
     print(f"run directory: {rc.run_dir}")
     return 0
-
-
-class _Caught:
-    """The signal that interrupted a command (None: none caught here, e.g. a plain KeyboardInterrupt)."""
-
-    signum: int | None = None
-
-    @property
-    def name(self) -> str:
-        return "Ctrl-C" if self.signum in (None, signal.SIGINT) else signal.Signals(self.signum).name
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal's number, as a shell reports a process ended by it: 130 for SIGINT, 143 for SIGTERM."""
-        return 128 + int(self.signum or signal.SIGINT)
-
-
-@contextlib.contextmanager
-def _interrupt_once() -> Iterator[_Caught]:
-    """In this command's own process: the first Ctrl-C or SIGTERM interrupts the run (a KeyboardInterrupt whose
-    argument names the signal); further ones are ignored until the run, batch, grid or study has recorded how it ended
-    (a second Ctrl-C used to cut that short and leave the run `running`). Yields what was caught."""
-    caught = _Caught()
-
-    def interrupt(signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        caught.signum = signum
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    if threading.current_thread() is not threading.main_thread():
-        yield caught
-        return
-    saved = signal.signal(signal.SIGINT, interrupt), signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield caught
-    finally:
-        signal.signal(signal.SIGINT, saved[0])
-        signal.signal(signal.SIGTERM, saved[1])
-
-
-def report_interrupted(command: str, err: KeyboardInterrupt, caught: _Caught, things: str, after: str = "") -> int:
-    """One line on stderr for a batch, grid or study that was interrupted (what was stopped, what never started, the
-    group to list); returns the exit code: 130 for Ctrl-C (SIGINT), 143 for SIGTERM."""
-    from maze_lab.run.run_dir import RunDirectory
-
-    interrupted = getattr(err, "interrupted", None)
-    text = f"maze-lab {command}: interrupted ({caught.name})"
-    if interrupted is not None:
-        kept = sum(RunDirectory(path).last_checkpoint.exists() for path in interrupted)
-        text += (f": {err.in_flight} {things} in flight stopped, {len(interrupted)} run(s) recorded interrupted "
-                 f"({kept} with a checkpoint), {err.not_started} not started")
-        if getattr(err, "group", None):
-            text += f"; maze-lab runs --group {err.group}"
-    print(("\n" if caught.name == "Ctrl-C" else "") + text + after, file=sys.stderr, flush=True)
-    return caught.exit_code
 
 
 def _made_run_dir(rc: Any) -> Path | str:
@@ -318,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         raise BadInput(str(err)) from err
     except NotebookRunError as err:
         if err.ename in ("ConfigurationError", "NotARunDirectoryError"):
-            raise BadInput(f"{err.ename}: {_one_line(Exception(err.evalue))} (executed notebook: "
+            raise BadInput(f"{err.ename}: {one_line(Exception(err.evalue))} (executed notebook: "
                            f"{err.executed_notebook})") from None
         print(f"maze-lab run: {err}", file=sys.stderr)
         return 1
@@ -340,27 +277,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 # ---- sweep ---------------------------------------------------------------------------------------------------
-def split_values(text: str) -> list[str]:
-    """Split ``a,b,c`` at commas outside brackets, braces and quotes (``[64,64],[32,32]`` is two values)."""
-    values, depth, quote, current = [], 0, "", []
-    for ch in text:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            values.append("".join(current))
-            current = []
-            continue
-        current.append(ch)
-    values.append("".join(current))
-    return values
-
-
 def parse_sweep(words: list[str]) -> tuple[dict[str, Any], str | None]:
     """Overrides with lists for the swept keys (``key=a,b,c``) and the experiment, from ``key=value`` words."""
     from maze_lab.run.config import parse_override_value
@@ -398,7 +314,7 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"maze-lab sweep: each run: {plans[0]}" if len(plans) == 1 else
           "maze-lab sweep: the runs differ: " + " | ".join(plans), flush=True)
     try:
-        with _interrupt_once() as caught:
+        with interrupt_once() as caught:
             try:
                 table = rc.train()
             except KeyboardInterrupt as err:  # the runs in flight were stopped and recorded interrupted
@@ -412,7 +328,7 @@ def _sweep(args: argparse.Namespace) -> int:
                "final_train_reward", "run_dir"]
     print(table[[c for c in columns if c in table.columns]].to_string(index=False))
     for path, err in rc.failures:
-        print(f"maze-lab sweep: run {path} failed: {_one_line(err)[:500]}", file=sys.stderr)
+        print(f"maze-lab sweep: run {path} failed: {one_line(err)[:500]}", file=sys.stderr)
     if rc.failures:
         print(f"maze-lab sweep: {len(rc.failures)} of {len(table)} runs failed (their maze_lab_run.json holds the "
               f"traceback)", file=sys.stderr)
@@ -1053,7 +969,7 @@ def maze_run_main(argv: list[str] | None = None) -> int:
     try:
         translated, notes = translate_maze_run(words)
     except BadInput as err:
-        print(f"maze-run: error: {_one_line(err)}", file=sys.stderr)
+        print(f"maze-run: error: {one_line(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"maze-run: running `maze-lab {shlex.join(translated)}`", file=sys.stderr, flush=True)
     for note in notes:

@@ -68,7 +68,9 @@ def _direct_rollout(run_dir: Path, seed: int) -> list[int]:
 
 
 def test_a_deployed_run_acts_as_its_direct_rollout_on_the_same_seed(normalized_run: Path) -> None:
-    deployment = AgentDeployment.from_run(normalized_run)
+    with pytest.raises(TypeError, match=r"takes a loaded run, not the path .*load_run\(run_dir\)\.deployment\(\)"):
+        AgentDeployment.from_run(normalized_run)
+    deployment = AgentDeployment.from_run(load_run(normalized_run))
     for seed in (3, 4):
         deployed, _ = _drive(deployment, seed)
         direct = _direct_rollout(normalized_run, seed)
@@ -80,7 +82,7 @@ def test_a_deployed_run_acts_as_its_direct_rollout_on_the_same_seed(normalized_r
 def test_the_wrapper_stack_is_part_of_the_deployment(normalized_run: Path) -> None:
     """Without the run's observation normalization the same weights act differently: the deployment must keep it."""
     run = load_run(normalized_run)
-    with_stack = AgentDeployment.from_run(normalized_run)
+    with_stack = run.deployment()
     without = AgentDeployment(run.policy("best"), GymMazeEnv("CartPole-v1"))
     assert _drive(with_stack, 3)[0] != _drive(without, 3)[0]
     with_stack.close()

@@ -1,7 +1,7 @@
 """A run trained with ``env=make_env`` (a Python factory, notebook 13's pattern) can be opened again: an importable
 factory is recorded by name and re-created under the trust rule (``trust=[its module]``); a factory that cannot
 be imported (a lambda, a notebook's function) is given back with ``env_factory=``; ``load_run``, its rollout,
-``maze-lab rollout`` and ``AgentDeployment.from_run`` all take the same way."""
+``maze-lab rollout`` and ``AgentDeployment.from_run(load_run(...))`` all take the same way."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_an_importable_factory_is_recorded_and_rebuilt_under_trust(factory_modul
         run.rollout(n_episodes=1, record_trajectory=False)
     trusted = load_run(rc.run_dir, trust=[MODULE])
     assert len(trusted.rollout(n_episodes=2, seed=1, record_trajectory=False).episode_rewards) == 2
-    deployment = AgentDeployment.from_run(rc.run_dir, trust=[MODULE])
+    deployment = AgentDeployment.from_run(trusted)
     assert _drive(deployment) > 0
     deployment.close()
 
@@ -90,6 +90,6 @@ def test_a_factory_that_cannot_be_imported_is_given_back(tmp_path: Path) -> None
     assert "SequentialRolloutRunner" not in str(err.value)
     given = load_run(rc.run_dir, env_factory=lambda: GymMazeEnv("CartPole-v1"))
     assert len(given.rollout(n_episodes=1, seed=2, record_trajectory=False).episode_rewards) == 1
-    deployment = AgentDeployment.from_run(rc.run_dir, env_factory=lambda: GymMazeEnv("CartPole-v1"))
+    deployment = given.deployment()
     assert _drive(deployment) > 0
     deployment.close()

@@ -36,11 +36,6 @@ def _truncate(path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
-def _legacy_stats(run: Path) -> None:
-    pd.DataFrame({"epoch": [1], "prefix": ["train"], "topic": ["t"], "event": ["e"], "name": ["mean"],
-                  "value": [1.0]}).to_parquet(run / "stats.parquet", index=False)
-
-
 DAMAGES = {
     "empty summary": (lambda run: (run / "maze_lab_run.json").write_text(""), "maze_lab_run.json is empty"),
     "invalid summary": (lambda run: (run / "maze_lab_run.json").write_text('{"status": "do'),
@@ -53,8 +48,6 @@ DAMAGES = {
                              "config.yaml holds a YAML list"),
     "config with aliases": (lambda run: (run / "config.yaml").write_text("a: &x [1, 2]\nb: [*x, *x]\n"),
                             "config.yaml uses YAML aliases"),
-    "truncated stats.parquet": (lambda run: (_legacy_stats(run), _truncate(run / "stats.parquet")),
-                                "stats.parquet is truncated or corrupt"),
     "garbage stats.arrows": (lambda run: (run / "stats.arrows").write_bytes(b"not arrow at all" * 10),
                              "stats.arrows is not a maze-lab statistics file"),
 }
@@ -63,7 +56,6 @@ DAMAGES = {
 def test_damaged_runs_are_listed_as_damaged_with_the_reason(trained: Path, tmp_path: Path) -> None:
     base = tmp_path / "outputs"
     good = copy_of(trained, base / "good" / "run")
-    _legacy_stats(good)  # an intact legacy statistics file is no damage
     for i, (damage, _) in enumerate(DAMAGES.values()):
         damage(copy_of(trained, base / "damaged" / f"run_{i}"))
     df = list_runs(base)

@@ -8,7 +8,6 @@ import errno
 import json
 import os
 import threading
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -368,38 +367,8 @@ def test_an_unknown_sample_type_is_refused(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_a_directory_without_statistics_says_so(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=f"holds no statistics: neither {STATS_FILE} nor stats.parquet"):
+    with pytest.raises(FileNotFoundError, match=f"holds no statistics: no {STATS_FILE}"):
         StatsStore.load(tmp_path)
-
-
-def _old_layout(store: StatsStore, directory: Path) -> None:
-    """What earlier versions wrote: the whole table as parquet, all samples as a compressed npz."""
-    store.to_dataframe().to_parquet(directory / "stats.parquet", index=False)
-    samples = store.samples()
-    meta = np.array([[str(x) for x in s[:5]] for s in samples], dtype=str)
-    np.savez_compressed(directory / "samples.npz", meta=meta, **{f"s{i}": s[5] for i, s in enumerate(samples)})
-
-
-def test_runs_of_earlier_versions_still_load(tmp_path: Path) -> None:
-    store = StatsStore()
-    for epoch in (1, 2):
-        _write_epoch(store, epoch)
-    _old_layout(store, tmp_path)
-    loaded = StatsStore.load(tmp_path)
-    assert loaded.to_dataframe().equals(store.to_dataframe())
-    for a, b in zip(loaded.samples(), store.samples(), strict=True):
-        assert a[:5] == b[:5] and np.array_equal(a[5], b[5])
-
-
-def test_an_old_samples_file_that_unpacks_too_large_is_refused(tmp_path: Path) -> None:
-    store = StatsStore()
-    _write_epoch(store, 1)
-    _old_layout(store, tmp_path)
-    with zipfile.ZipFile(tmp_path / "samples.npz", "a", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("s9.npy", b"\x00" * 5_000_000)  # compresses to a few kB
-    assert (tmp_path / "samples.npz").stat().st_size < 100_000
-    with pytest.raises(StatsFileError, match=r"samples.npz unpacks to 5,0\d\d,\d\d\d bytes, more than the limit"):
-        StatsStore.load(tmp_path, max_bytes=1_000_000)
 
 
 def test_load_run_and_the_dashboard_read_a_finished_run(tmp_path: Path) -> None:

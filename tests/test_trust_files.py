@@ -159,7 +159,7 @@ def test_maze_lab_runs_shows_a_fifo_summary_as_damaged_instead_of_blocking(train
     assert list(rows.status) == ["done", "damaged"]
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "stats.arrows", "stats.parquet"])
+@pytest.mark.parametrize("name", ["config.yaml", "stats.arrows"])
 def test_a_fifo_among_a_runs_files_makes_it_damaged_instead_of_blocking(trained: Path, tmp_path: Path,
                                                                         name: str) -> None:
     run = copy_run(trained, tmp_path)

@@ -650,3 +650,24 @@ def parse_cli_overrides(args: Iterable[str]) -> tuple[dict[str, str], dict[str, 
         else:
             overrides[key] = parse_override_value(text)
     return components, overrides
+
+
+def split_values(text: str) -> list[str]:
+    """Split ``a,b,c`` at commas outside brackets, braces and quotes (``[64,64],[32,32]`` is two values)."""
+    values, depth, quote, current = [], 0, "", []
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            values.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    values.append("".join(current))
+    return values

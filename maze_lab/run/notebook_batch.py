@@ -46,7 +46,7 @@ def batch_values(pairs: Iterable[tuple[str, str]]) -> dict[str, list[Any]]:
     quotes (as ``maze-lab sweep`` splits ``key=a,b,c``), each piece read as YAML as ``maze-lab run -p`` reads values
     (``3``, ``0.001``, ``true``, ``[64,64]``, ``'{algorithm.lr: 0.001}'``). A parameter given twice keeps the last.
     A value that is not a plain Python literal is refused (see ``maze_lab.run.papermill_run.parse_parameter``)."""
-    from maze_lab.cli import split_values
+    from maze_lab.run.config import split_values
     from maze_lab.run.papermill_run import parse_parameter
 
     return {name: [parse_parameter(name, piece) for piece in split_values(text)] for name, text in pairs}
@@ -263,7 +263,7 @@ def compare_batch(batch_id: str, base_dir: str | Path | None = None) -> Any:
 def is_batch_command(args: Any) -> bool:
     """Whether a ``maze-lab run`` command line asks for a batch: a ``-p`` value with several comma-separated values,
     ``--jobs`` or ``--ray``."""
-    from maze_lab.cli import split_values
+    from maze_lab.run.config import split_values
 
     several = any(len(split_values(text)) > 1 for _, text in (args.parameters or []))
     return several or bool(getattr(args, "jobs", None)) or bool(getattr(args, "ray", False))
@@ -273,7 +273,7 @@ def run_batch_command(args: Any) -> int:
     """``maze-lab run`` for a batch: executes the grid, prints the table; exit code 1 where an execution failed."""
     import sys
 
-    from maze_lab.cli import BadInput, _interrupt_once, _one_line, report_interrupted
+    from maze_lab.run.commands import BadInput, interrupt_once, one_line, report_interrupted
 
     if not getattr(args, "ray", False) and args.address:
         raise BadInput("--address names a Ray cluster; add --ray")
@@ -287,7 +287,7 @@ def run_batch_command(args: Any) -> int:
           f"(each notebook's output goes into its executed copy) ...", flush=True)
     started = time.monotonic()
     # Ctrl-C or SIGTERM: nothing more starts, the executions in flight are stopped and recorded interrupted, one line
-    with _interrupt_once() as caught:
+    with interrupt_once() as caught:
         try:
             table = run_notebook_batch(args.notebook, values, n_jobs=n_jobs, backend=backend,
                                        log_base_dir=args.log_base_dir, kernel_name=args.kernel, address=args.address,
@@ -303,7 +303,7 @@ def run_batch_command(args: Any) -> int:
     print(table[columns].to_string(index=False))
     for _, row in failed.iterrows():
         print(f"maze-lab run: execution {row.batch_index} ({', '.join(f'{k}={row[k]!r}' for k in swept)}) "
-              f"{row.status}: {_one_line(Exception(row.error or 'no error recorded'))[:500]}", file=sys.stderr)
+              f"{row.status}: {one_line(Exception(row.error or 'no error recorded'))[:500]}", file=sys.stderr)
     if len(failed):
         print(f"maze-lab run: {len(failed)} of {len(table)} executions did not finish (their maze_lab_run.json "
               f"and executed notebooks say why)", file=sys.stderr)

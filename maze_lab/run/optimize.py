@@ -12,12 +12,16 @@ stops (a checkpoint of the current weights is written) when the pruner says so. 
 the missing ones run, numbered on from the last.
 
 Trials run one at a time in this process, in ``n_jobs`` local worker processes, or as Ray tasks (``backend="ray"``:
-a local Ray started here, or a cluster given by ``address``). The driver (this process) is the only process that
-opens the SQLite file: it asks Optuna for each trial's values and tells it the result, and while trials run it
-serves the study to the workers through Optuna's gRPC storage proxy, over which they report their per-epoch
-rewards and ask whether to prune. SQLite locks the whole file on every write and, on a network file system, its
-locks cannot be trusted; with one process holding the file no write waits on another process's lock, and workers
-on other machines of a Ray cluster need no access to the file at all.
+a local Ray started here, or a cluster given by ``address``). One process at a time uses the SQLite file: the driver
+(this process) opens the study, and while trials run in workers it starts Optuna's gRPC storage proxy in a process of
+its own (:mod:`maze_lab.run.optuna_proxy`, Optuna's public ``run_grpc_proxy_server``), which alone uses the file
+until the trials have ended: the driver asks Optuna for each trial's values and tells it the result through the
+proxy, and the workers report their per-epoch rewards and ask whether to prune through it. SQLite locks the whole
+file on every write and, on a network file system, its locks cannot be trusted; with one process using the file no
+write waits on another process's lock, and workers on other machines of a Ray cluster need no access to the file at
+all. The proxy listens only on the address the workers reach the driver at (loopback unless Ray runs them on other
+machines of a cluster, where it listens on this machine's address in the cluster's network, without
+authentication, as Optuna's proxy does: run clusters on a network you trust).
 
 Interrupted (Ctrl-C, or SIGTERM of ``maze-lab optimize``), the driver asks no further trial; the trials in flight
 have their runs stopped through their run directories (a checkpoint of their current weights), their workers ended,
@@ -739,36 +743,12 @@ def _trial_in_worker(job: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- executing trials ----------------------------------------------------------------------------------------------
-class _ProxyServer:
-    """Optuna's gRPC storage proxy over the study's storage, in this process, on a free port."""
-
-    def __init__(self, storage: Any, host: str):
-        from concurrent.futures import ThreadPoolExecutor
-
-        import grpc
-        from optuna.storages._grpc import servicer
-        from optuna.storages._grpc.auto_generated import api_pb2_grpc
-
-        # as optuna.storages.run_grpc_proxy_server builds it, but on port 0 (any free one) and stoppable
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=8))
-        api_pb2_grpc.add_StorageServiceServicer_to_server(servicer.OptunaStorageProxyService(storage), self.server)
-        bind = "0.0.0.0" if host not in ("127.0.0.1", "localhost") else host
-        self.port = self.server.add_insecure_port(f"{bind}:0")
-        if not self.port:
-            raise RuntimeError(f"the Optuna storage proxy could not listen on {bind}")
-        self.host = host
-        self.server.start()
-
-    def stop(self) -> None:
-        """Stop serving (the trials have ended)."""
-        self.server.stop(grace=1).wait()
-
-
 def connect_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
-    """Connect to Ray the way all of maze-lab does (:func:`maze_lab.run.ray_tasks.ensure_ray`: an initialised Ray
-    is reused, else ``address``, else a fresh local Ray with ``num_cpus``); returns whether Ray was started here (and
-    is to be shut down by the caller). A cluster that cannot be reached or joined is a ConfigurationError."""
-    from maze_lab.run.ray_tasks import ensure_ray
+    """Connect to Ray the way all of maze-lab does (:func:`maze_lab.distributed.ray_runtime.ensure_ray`: an
+    initialised Ray is reused, else ``address``, else a fresh local Ray with ``num_cpus``); returns whether Ray was
+    started here (and is to be shut down by the caller). A cluster that cannot be reached or joined is a
+    ConfigurationError."""
+    from maze_lab.distributed.ray_runtime import ensure_ray
 
     return ensure_ray(address, num_cpus=num_cpus, setting="--address")
 
@@ -982,7 +962,7 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
                         "config_modules": config_modules, "study_name": study_name, "study_dir": str(study_path),
                         "objective": spec.study.objective, "pruner": spec.study.pruner,
                         "trust": [trust] if isinstance(trust, str) else list(trust or [])}
-            ran = _run_trials(study, storage, spec, missing, n_jobs, backend, address, study_path, job_base, say) \
+            ran = _run_trials(study, spec, missing, n_jobs, backend, address, study_path, job_base, say) \
                 if missing else []
             result = _finish(study, spec, study_path, ran)
     if not quiet:
@@ -1018,18 +998,31 @@ def _fail_stale_trials(study: Any, say: Any) -> None:
         say(f"maze-lab optimize: trial {t.number} was left running by an interrupted optimize: marked failed")
 
 
-def _run_trials(study: Any, storage: Any, spec: SearchSpace, missing: int, n_jobs: int, backend: str,
+def _run_trials(study: Any, spec: SearchSpace, missing: int, n_jobs: int, backend: str,
                 address: str | None, study_dir: Path, job_base: dict[str, Any], say: Any) -> list[int]:
     """Ask for ``missing`` trials, run them ``n_jobs`` at a time and tell the study their results."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
+    import optuna
     from optuna.trial import TrialState
 
     from maze_lab.run.ray_tasks import RunsInterrupted, interrupt_cause, interrupt_runs
 
     distributions = spec.distributions()
     executor = _Executor(backend, n_jobs, address)
-    proxy = _ProxyServer(storage, executor.proxy_host) if executor.remote else None
+    proxy = proxied = None
+    if executor.remote:
+        # from here on the proxy process alone uses study.db: the driver asks and tells through it as well
+        from maze_lab.run.optuna_proxy import StudyProxy
+
+        try:
+            proxy = StudyProxy(study_dir / STUDY_DB, executor.proxy_host)
+        except BaseException:
+            executor.close()
+            raise
+        proxied = proxy.storage()
+        study = optuna.load_study(study_name=study.study_name, storage=proxied, sampler=study.sampler,
+                                  pruner=study.pruner)
     pending: dict[Any, Any] = {}
     in_flight: dict[Any, Path] = {}  # trial -> run directory, from its start until the study was told its result
     ran: list[int] = []
@@ -1079,6 +1072,8 @@ def _run_trials(study: Any, storage: Any, spec: SearchSpace, missing: int, n_job
     finally:
         executor.close()
         if proxy is not None:
+            with contextlib.suppress(Exception):
+                proxied.close()
             proxy.stop()
     return ran
 
@@ -1202,11 +1197,11 @@ def _optimize_command(args: Any) -> int:
         raise ConfigurationError("--address names a Ray cluster: add --ray")
     components, overrides = parse_cli_overrides(args.overrides)
     experiment = components.pop("experiment", None)
-    from maze_lab.cli import _interrupt_once, report_interrupted
+    from maze_lab.run.commands import interrupt_once, report_interrupted
 
     start = time.perf_counter()
     # Ctrl-C or SIGTERM: no further trial, the trials in flight stopped and recorded interrupted, one line
-    with _interrupt_once() as caught:
+    with interrupt_once() as caught:
         try:
             result = optimize(args.space, overrides={**components, **overrides}, n_trials=args.trials,
                               n_jobs=args.jobs, backend="ray" if args.ray else "local", study_dir=args.study_dir,

@@ -474,8 +474,8 @@ def _previous_results(run_dir: Path, cfg: DictConfig, overwrite: bool) -> Litera
             status = existing.read_summary().get("status", "unknown")
     raise ExistingRunError(
         f"run_dir {run_dir} already holds a run (status {status}); training into it would overwrite its statistics "
-        f"and checkpoints. Give a new run_dir (or none: a fresh <log_base_dir>/<experiment_name>/<timestamp>), resume from "
-        f"it with overrides={{'input_dir': '{run_dir}'}}, or pass overwrite=True to replace it")
+        f"and checkpoints. Give a new run_dir (or none: a fresh <log_base_dir>/<experiment_name>/<timestamp>), "
+        f"resume from it with overrides={{'input_dir': '{run_dir}'}}, or pass overwrite=True to replace it")
 
 
 def _remove_results(run_directory: RunDirectory) -> None:

@@ -71,7 +71,7 @@ MAX_SUMMARY_BYTES = 16 * 1024**2
 MAX_CONFIG_BYTES = 16 * 1024**2
 """Largest ``config.yaml`` that is read."""
 
-RUN_OUTPUTS = ("config.yaml", "stats.arrows", "stats.parquet", "samples.npz", "checkpoints", "tensorboard",
+RUN_OUTPUTS = ("config.yaml", "stats.arrows", "checkpoints", "tensorboard",
                "event_logs", "model_graphs", "trajectories")
 """What a run writes into its directory besides the summary: a directory holding any of these has results."""
 
@@ -214,16 +214,6 @@ class RunDirectory:
     def check_statistics(self) -> None:
         """Raise DamagedRunError where a statistics file of the run is truncated or not maze-lab's (its header and
         footer are read, not the whole file)."""
-        legacy = self.path / "stats.parquet"
-        with self._open_statistics(legacy) as fh:
-            if fh is not None:
-                import pyarrow.parquet as pq
-
-                try:
-                    pq.read_metadata(fh)
-                except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a broken footer
-                    raise DamagedRunError(f"{legacy} is truncated or corrupt ({' '.join(str(err).split())[:200]})") \
-                        from None
         stream = self.path / "stats.arrows"
         with self._open_statistics(stream) as fh:
             head = read_at_most(fh, 1024**2) if fh is not None else b""

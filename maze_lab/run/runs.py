@@ -213,8 +213,7 @@ class LoadedRun:
         if not isinstance(name, str):
             raise ValueError(f"{self.path}: the run used a Python env factory ({cfg['env']['_object_']}) that cannot "
                              f"be imported by name (a lambda, or a function defined in a notebook or script); give it "
-                             f"back: load_run(dir, env_factory=make_env) or AgentDeployment.from_run(dir, "
-                             f"env_factory=make_env)")
+                             f"back: load_run(dir, env_factory=make_env)")
         self.trust.check_path(name)
         factory = self.trust.run(lambda: locate(name), cfg)
         self.trust.check_object(name, factory)
@@ -259,6 +258,13 @@ class LoadedRun:
             raise FileNotFoundError(f"{path} does not exist (which='{which}'; valid: 'best', 'last')")
         with corrupt_checkpoint_errors(path, self.path):
             return path, read_checkpoint(path)  # a refused or truncated file raises CheckpointError
+
+    def deployment(self, which: str = "best", **kwargs: Any) -> Any:
+        """The run's policy (``best`` or ``last`` weights) acting in its env wrapper stack behind an
+        :class:`~maze_lab.core.agent_deployment.AgentDeployment` (``kwargs``: its other parameters)."""
+        from maze_lab.core.agent_deployment import AgentDeployment
+
+        return AgentDeployment.from_run(self, which, **kwargs)
 
     def normalization_statistics(self, which: str = "best") -> dict[str, Any] | None:
         """The observation normalization statistics saved with the ``best`` or ``last`` checkpoint, as the

@@ -35,7 +35,7 @@ from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
 
 # RayConnectionError is raised through this module's API (runner.address): imported for its callers too
-from maze_lab.run.ray_tasks import (  # noqa: F401
+from maze_lab.distributed.ray_runtime import (  # noqa: F401
     RayConnectionError,
     ensure_ray,
     remote_worker_class,
@@ -50,7 +50,7 @@ class RayWorkerError(RuntimeError):
     """A Ray rollout worker raised (the message carries its traceback) or died (the message names it)."""
 
 
-# ---- starting / joining Ray: maze_lab.run.ray_tasks.ensure_ray (one way for every Ray user of maze-lab) ---------
+# ---- starting / joining Ray: maze_lab.distributed.ray_runtime.ensure_ray (one way for every Ray user) ----
 
 
 def get_from_worker(ref: Any, name: str, pid: int | None, during: str, workers: str, error: type[Exception],

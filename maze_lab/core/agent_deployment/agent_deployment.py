@@ -32,7 +32,7 @@ class AgentDeployment:
 
     ::
 
-        deployment = AgentDeployment.from_run("outputs/cartpole/2026-11-24_03-00-00")
+        deployment = load_run("outputs/cartpole/2026-11-24_03-00-00").deployment()  # maze_lab.run.runs.load_run
         state, reward, done, info = external.reset(), 0.0, False, {}
         while not done:
             action = deployment.act(state, reward, done, info)
@@ -98,20 +98,19 @@ class AgentDeployment:
         self._expect("waiting")  # the stack is ready for the first episode
 
     @classmethod
-    def from_run(cls, run_dir: str | Path, which: str = "best", trust: Any = None, env_factory: Any = None,
-                 **kwargs: Any) -> AgentDeployment:
-        """The policy of a run directory (its ``best`` or ``last`` weights) with the run's env wrapper stack
-        (normalization statistics included); what the run's config may build is checked as ``load_run`` checks it.
+    def from_run(cls, run: Any, which: str = "best", **kwargs: Any) -> AgentDeployment:
+        """The policy of a loaded run (its ``best`` or ``last`` weights) with the run's env wrapper stack
+        (normalization statistics included): ``AgentDeployment.from_run(load_run(run_dir, trust=[...]))``, or
+        ``load_run(run_dir).deployment()``. ``load_run`` checks what the run's config may build (its ``trust``) and
+        takes the env factory of a run whose factory cannot be imported by name (its ``env_factory``).
 
-        :param trust: modules of yours the run's config may name (a run trained with your env factory recorded
-            its name: trust its module).
-        :param env_factory: the env factory of a run whose factory cannot be imported by name (see ``load_run``).
-
+        :param run: what :func:`maze_lab.run.runs.load_run` returned.
         :param kwargs: the other parameters of :class:`AgentDeployment`.
         """
-        from maze_lab.run.runs import load_run
-
-        run = load_run(run_dir, trust=trust, env_factory=env_factory)
+        if isinstance(run, str | Path):
+            raise TypeError(f"AgentDeployment.from_run takes a loaded run, not the path {str(run)!r}: "
+                            f"AgentDeployment.from_run(load_run(run_dir)) or load_run(run_dir).deployment(), with "
+                            f"load_run from maze_lab.run.runs (its trust= and env_factory= go there)")
         env = run.env_factory().build_env()
         statistics = run.normalization_statistics(which)
         if statistics is not None:
@@ -232,7 +231,7 @@ def _refuse_sampling_wrappers(env: Any) -> None:
     while isinstance(layer, Wrapper):
         if hasattr(layer, "has_all_statistics") and not layer.has_all_statistics():
             raise ValueError(f"{type(layer).__name__} has no normalization statistics, and estimating them would step "
-                             "the outside environment with random actions. Give them (AgentDeployment.from_run loads "
+                             "the outside environment with random actions. Give them (load_run(dir).deployment() loads "
                              "the run's; or env.set_normalization_statistics(...), or default_statistics in its "
                              "config)")
         layer = layer.env

@@ -1,6 +1,5 @@
 """The statistics files of a run: ``stats.arrows``, an append-only Arrow IPC stream with one record batch per
-completed epoch, written by a background thread; bounded readers for it and for the old
-``stats.parquet`` + ``samples.npz`` layout.
+completed epoch, written by a background thread, and its bounded reader.
 
 Each record batch holds one epoch (one commit of the StatsStore): scalar rows carry ``value``; sample rows
 (actions, observations) carry ``samples``, the raw little-endian bytes of an array whose type is ``dtype``
@@ -15,7 +14,6 @@ import errno
 import os
 import threading
 import warnings
-import zipfile
 from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,12 +26,6 @@ from maze_lab.core.utils.safe_files import UnsafeFileError, open_regular, read_a
 
 STATS_FILE = "stats.arrows"
 """The statistics of a run, one Arrow IPC record batch per epoch (``pyarrow.ipc.open_stream`` reads it)."""
-
-LEGACY_SCALARS_FILE = "stats.parquet"
-"""Scalars of runs written before ``stats.arrows`` existed."""
-
-LEGACY_SAMPLES_FILE = "samples.npz"
-"""Samples of runs written before ``stats.arrows`` existed."""
 
 FORMAT_NAME = b"maze-lab-stats"
 FORMAT_VERSION = b"1"
@@ -357,54 +349,6 @@ def file_identity(path: str | Path, end: int, window: int = 64 * 1024) -> tuple[
         return info.st_dev, info.st_ino, kind, digest
     finally:
         os.close(fd)
-
-
-def read_legacy_stats(directory: str | Path,
-                      max_bytes: int = MAX_STATS_BYTES) -> tuple[list[Row], list[Sample]]:
-    """Rows and samples of a run written before ``stats.arrows`` (``stats.parquet`` + ``samples.npz``), bounded."""
-    import pyarrow.parquet as pq
-
-    directory = Path(directory)
-    path = directory / LEGACY_SCALARS_FILE
-    columns = ["epoch", "prefix", "topic", "event", "name", "value"]
-    with _open_checked(path, max_bytes, directory) as (fh, _):
-        try:
-            parquet = pq.ParquetFile(fh)
-            meta = parquet.metadata
-        except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a broken footer
-            raise StatsFileError(f"{path} is not a readable parquet file ({err})") from None
-        unpacked = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        if unpacked > max_bytes:
-            raise StatsFileError(f"{path} unpacks to {unpacked:,} bytes, more than the limit of {max_bytes:,}; "
-                                 f"not read")
-        if meta.schema.names != columns:
-            raise StatsFileError(f"{path} has columns {meta.schema.names}; expected {columns}")
-        table = parquet.read()
-    cols = [table.column(c).to_pylist() for c in columns]
-    rows = [(int(e), p, t, ev, n, float("nan") if v is None else float(v))
-            for e, p, t, ev, n, v in zip(*cols, strict=True)]
-    samples: list[Sample] = []
-    npz = directory / LEGACY_SAMPLES_FILE
-    if not os.path.lexists(npz):
-        return rows, samples
-    with _open_checked(npz, max_bytes, directory) as (fh, _):
-        try:
-            with zipfile.ZipFile(fh) as zf:
-                unpacked = sum(info.file_size for info in zf.infolist())
-        except zipfile.BadZipFile as err:
-            raise StatsFileError(f"{npz} is not a readable npz file ({err})") from None
-        if unpacked > max_bytes:
-            raise StatsFileError(f"{npz} unpacks to {unpacked:,} bytes, more than the limit of {max_bytes:,}; "
-                                 f"not read")
-        fh.seek(0)
-        with np.load(fh, allow_pickle=False) as data:
-            meta_arr = data["meta"]
-            if meta_arr.ndim != 2 or meta_arr.shape[1] != 5:
-                raise StatsFileError(f"{npz}: 'meta' has shape {meta_arr.shape}; expected (n, 5)")
-            for i, m in enumerate(meta_arr):
-                values = np.asarray(data[f"s{i}"], dtype=np.float64).ravel()
-                samples.append((int(m[0]), str(m[1]), str(m[2]), str(m[3]), str(m[4]), values))
-    return rows, samples
 
 
 def write_stats_file(directory: str | Path, epochs: Sequence[tuple[Sequence[Row], Sequence[Sample]]]) -> Path:

@@ -406,9 +406,8 @@ class StatsStore(LogStatsWriter):
 
     @classmethod
     def load(cls, directory: str | Path, max_bytes: int | None = None) -> StatsStore:
-        """Read the statistics of a run directory: ``stats.arrows``, or ``stats.parquet`` + ``samples.npz`` of runs
-        written by earlier versions. Nothing in the files is executed; a file over ``max_bytes`` (default
-        ``stats_files.MAX_STATS_BYTES``, 2 GiB) is refused with a message naming it."""
+        """Read the statistics of a run directory (``stats.arrows``). Nothing in the file is executed; a file over
+        ``max_bytes`` (default ``stats_files.MAX_STATS_BYTES``, 2 GiB) is refused with a message naming it."""
         from maze_lab.core.log_stats import stats_files as sf
 
         directory = Path(directory)
@@ -419,12 +418,9 @@ class StatsStore(LogStatsWriter):
             contents = sf.read_stats_file(path, limit)
             store._rows, store._samples, store._version = contents.rows, contents.samples, contents.epochs
             store._source = (path, contents.end)
-        elif (directory / sf.LEGACY_SCALARS_FILE).exists():
-            store._rows, store._samples = sf.read_legacy_stats(directory, limit)
-            store._version = 1
         else:
-            raise FileNotFoundError(f"{directory} holds no statistics: neither {sf.STATS_FILE} nor "
-                                    f"{sf.LEGACY_SCALARS_FILE} (the run may not have finished an epoch yet)")
+            raise FileNotFoundError(f"{directory} holds no statistics: no {sf.STATS_FILE} (the run may not have "
+                                    f"finished an epoch yet)")
         return store
 
     @classmethod
@@ -435,7 +431,7 @@ class StatsStore(LogStatsWriter):
 
         directory = Path(directory)
         path = directory / sf.STATS_FILE
-        if path.exists() or (directory / sf.LEGACY_SCALARS_FILE).exists():
+        if path.exists():
             return cls.load(directory, max_bytes)
         store = cls()
         store._source = (path, 0)

@@ -20,7 +20,7 @@ from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils.yielding import give_way
 from maze_lab.distributions.distribution_mapper import is_bounded_box
-from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
+from maze_lab.train.trainers.common.base import Trainer, adam, grad_norm
 from maze_lab.train.trainers.common.config import ActorCriticAlgorithmConfig
 from maze_lab.train.trainers.common.divergence import DivergenceMonitor
 from maze_lab.train.trainers.common.events import ActorCriticEvents
@@ -260,7 +260,7 @@ class ActorCriticTrainer(Trainer):
         if record_grad_norms:
             self._record_grad_norms()  # before clipping: the norms the loss produced
         if self.config.max_grad_norm > 0:
-            clip_grad_norm([p for group in self.optimizer.param_groups for p in group["params"]],
+            torch.nn.utils.clip_grad_norm_([p for group in self.optimizer.param_groups for p in group["params"]],
                             self.config.max_grad_norm)
         self.optimizer.step()
 

@@ -371,15 +371,6 @@ def grad_norm(params: Any) -> float:
     return float(torch.linalg.vector_norm(torch.cat(grads)))
 
 
-def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> None:
-    """Scale the gradients in place so that their global L2 norm is at most ``max_norm``."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp(max=1.0))
-
-
 def adam(params: list[torch.nn.Parameter], lr: float, eps: float = 1e-5) -> torch.optim.Adam:
     """Adam with one fused kernel per step where the device has one (several times faster for the small networks
     of RL than a kernel per parameter); the per-parameter implementation elsewhere."""

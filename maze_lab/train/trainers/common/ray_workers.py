@@ -32,7 +32,7 @@ class RayWorkersMixin:
 
     def _connect_ray(self) -> None:
         """Join or start Ray as ``ray_settings.address`` says (an initialized Ray is used as it is)."""
-        from maze_lab.run.ray_tasks import ensure_ray
+        from maze_lab.distributed.ray_runtime import ensure_ray
 
         self._owns_ray = ensure_ray(self.ray_settings.address, setting="runner.address") or self._owns_ray
 

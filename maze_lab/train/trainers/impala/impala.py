@@ -21,7 +21,7 @@ from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.trainers.common.actor_critic import _agent_ids, _float, _key_of, full_step_ends
-from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
+from maze_lab.train.trainers.common.base import Trainer, adam, grad_norm
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.ray_workers import RayWorkersMixin
 from maze_lab.train.trainers.common.rollout import substep_policy_output
@@ -227,7 +227,7 @@ class IMPALA(RayWorkersMixin, Trainer):
         for key, net in self.critic.networks.items():
             self._record(ImpalaEvents.critic_grad_norm, grad_norm(net.parameters()), key)
         if cfg.max_grad_norm > 0:
-            clip_grad_norm(list(self.model.parameters()), cfg.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(list(self.model.parameters()), cfg.max_grad_norm)
         self.optimizer.step()
         # finite losses can still step into NaN weights: they must not reach the actors
         self._check_weights("the gradient step")

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from maze_lab.core.utils import pickling
-from maze_lab.run.ray_tasks import remote_worker_class, stop_ray_actors
+from maze_lab.distributed.ray_runtime import remote_worker_class, stop_ray_actors
 from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.ray_rollouts import RayWorkerError, _RolloutWorker, get_from_worker
 from maze_lab.train.trainers.impala.actors import (

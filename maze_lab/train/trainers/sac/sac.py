@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils.yielding import give_way
-from maze_lab.train.trainers.common.base import Trainer, adam, clip_grad_norm, grad_norm
+from maze_lab.train.trainers.common.base import Trainer, adam, grad_norm
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import RolloutGenerator
 from maze_lab.train.trainers.sac.config import SACAlgorithmConfig
@@ -201,7 +201,7 @@ class SAC(Trainer):
         params = list(params)
         norm = grad_norm(params)
         if self.config.max_grad_norm > 0:
-            clip_grad_norm(params, self.config.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
         return norm
 
     # ---- checkpoints -----------------------------------------------------------------------------------------------
