@@ -89,7 +89,7 @@ def test_sacfd_starts_from_the_recorded_transitions(tmp_path: Path) -> None:
     assert trainer.demonstration_transitions == 2 * 199
     # 398 demonstrations, 102 random steps to reach 500, then 5 updates of one step each
     assert len(trainer.replay_buffer) == 505 and trainer.env_steps == 107
-    stored = trainer.replay_buffer._arrays["obs/observation"][:trainer.demonstration_transitions]
+    stored = trainer.replay_buffer.state_dict()["arrays"]["obs/observation"][:trainer.demonstration_transitions]
     assert np.isfinite(stored).all() and np.abs(stored[:, :2]).max() <= 1.0 + 1e-6
 
 
@@ -144,10 +144,19 @@ def test_replay_buffer_overwrites_the_oldest_and_keeps_the_time_limit_observatio
         buffer.add({"o": np.array([[i]])}, {"a": np.array([[0.0]])}, np.array([float(i)]), {"o": np.array([[i + 1]])},
                    np.array([False]))
     assert len(buffer) == 4
-    assert sorted(buffer._arrays["reward"].tolist()) == [2.0, 3.0, 4.0, 5.0]
+    state = buffer.state_dict()
+    assert state["arrays"]["reward"].tolist() == [2.0, 3.0, 4.0, 5.0]  # oldest first
+    assert set(state["arrays"]) == {"obs/o", "action/a", "next_obs/o", "reward", "terminated"}
     batch = buffer.sample(64)
-    assert set(batch) == {"obs/o", "action/a", "next_obs/o", "reward", "terminated"}
-    assert torch.equal(batch["next_obs/o"][:, 0], batch["obs/o"][:, 0] + 1)
+    assert set(batch.obs) == set(batch.next_obs) == {"o"} and set(batch.action) == {"a"}
+    assert batch.reward.shape == batch.terminated.shape == (64,)
+    assert torch.equal(batch.next_obs["o"][:, 0], batch.obs["o"][:, 0] + 1)
+    assert torch.equal(batch.reward, batch.obs["o"][:, 0].float())
+    again = ReplayBuffer(capacity=3, seed=0)
+    again.load_state_dict(state)  # a checkpoint's transitions come back, the newest where there are too many
+    assert again.state_dict()["arrays"]["reward"].tolist() == [3.0, 4.0, 5.0]
+    with pytest.raises(ValueError, match="has a column 'obs'; expected obs/<key>"):
+        again.load_state_dict({"size": 4, "arrays": {**state["arrays"], "obs": state["arrays"]["reward"]}})
 
 
 def test_algorithm_sac_needs_a_state_action_critic(tmp_path: Path) -> None:

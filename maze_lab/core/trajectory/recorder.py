@@ -206,8 +206,7 @@ class TrajectoryRecordingWrapper(Wrapper):
         envs whose renderer cannot redraw a recorded state. None (the default) records them exactly there: the env
         renders RGB frames and its renderer cannot be rebuilt to draw recorded states (plain Gymnasium envs, not
         Cutting-2D). True insists (an env without RGB frames is an error), False never records them. A frame
-        costs the env's own render plus a PNG encoding per env step (CartPole: its pygame render, 2 to 20 ms
-        depending on the machine, plus about 4 ms) and a few KB of file (CartPole: about 5 KB).
+        costs the env's own render plus a PNG encoding per env step, and a few KB of file.
     :param max_frames: frames kept per episode at most; later steps have none (the header counts them as dropped).
     """
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import torch
+
 from maze_lab.core.env.structured_env import StepKey
-from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer, KeyBatch
+from maze_lab.core.utils.yielding import give_way
+from maze_lab.train.trainers.common.actor_critic import ActorCriticTrainer, KeyBatch, LossMeans
 from maze_lab.train.trainers.common.config import A2CAlgorithmConfig
-from maze_lab.train.trainers.common.events import ActorCriticEvents
 
 __all__ = ["A2C", "A2CAlgorithmConfig", "MultiStepA2C"]
 
@@ -14,21 +16,30 @@ class A2C(ActorCriticTrainer):
     """Synchronous advantage actor-critic on flat and structured envs."""
 
     def update(self, batches: dict[StepKey, KeyBatch]) -> None:
-        """loss = policy_coef * -(log_prob * advantage) + value_coef * (return - value)^2 - entropy_coef * H."""
+        """loss = policy_coef * -(log_prob * advantage) + value_coef * (return - value)^2 - entropy_coef * H, summed
+        over the policy keys, in one gradient step."""
         cfg = self.config
-        total = 0.0
+        policy_coef = 0.0 if self.critic_burn_in else cfg.policy_loss_coef
+        means, loss = LossMeans(), 0.0
         for key, batch in batches.items():
-            log_prob, entropy, adv, values = self._forward(key, batch)
+            log_prob, entropy, values = self._log_prob_entropy_values(key, batch)
+            adv = batch.advantages
+            if cfg.normalize_advantages and len(adv) > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             policy_loss = -(log_prob * adv).mean()
             value_loss = (batch.returns - values).pow(2).mean()
             self._check_finite({"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy})
-            policy_coef = 0.0 if self.critic_burn_in else cfg.policy_loss_coef
-            total = total + policy_coef * policy_loss + cfg.value_loss_coef * value_loss - cfg.entropy_coef * entropy
-            self._record(ActorCriticEvents.policy_loss, policy_loss.item(), key)
-            self._record(ActorCriticEvents.policy_entropy, entropy.item(), key)
-            self._record(ActorCriticEvents.critic_value, values.mean().item(), key)
-            self._record(ActorCriticEvents.critic_value_loss, value_loss.item(), key)
-        self._step(total, record_grad_norms=True)
+            loss = loss + policy_coef * policy_loss + cfg.value_loss_coef * value_loss - cfg.entropy_coef * entropy
+            means.add(key, policy_loss=policy_loss, entropy=entropy, value_loss=value_loss, value=values.mean())
+        give_way()  # a background run in a kernel makes room for a running cell between the parts of the step
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        give_way()
+        self._record_grad_norms()  # before clipping: the norms the loss produced
+        if cfg.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm)
+        self.optimizer.step()
+        means.record(self, n_steps=1)
 
 
 MultiStepA2C = A2C

@@ -241,28 +241,16 @@ class ActorCriticTrainer(Trainer):
         critic_in = out.embedding_logits if out.embedding_logits else batch.obs
         return out, self.critic.predict_values({key: critic_in})[key].reshape(-1)
 
-    def _forward(self, key: StepKey, batch: KeyBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                torch.Tensor]:
-        """Log-probability of the taken actions, mean entropy, (normalized) advantages and predicted values."""
+    def _log_prob_entropy_values(self, key: StepKey, batch: KeyBatch) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                torch.Tensor]:
+        """Log-probability of the taken actions, mean entropy of the policy, and the critic's values."""
         out, values = self._policy_and_values(key, batch)
-        log_prob = out.prob_dist.joint_log_prob(batch.actions)
-        entropy = out.prob_dist.joint_entropy().mean()
-        adv = batch.advantages
-        if self.config.normalize_advantages and len(adv) > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        return log_prob, entropy, adv, values
+        return out.prob_dist.joint_log_prob(batch.actions), out.prob_dist.joint_entropy().mean(), values
 
-    def _step(self, loss: torch.Tensor, record_grad_norms: bool = False) -> None:
-        give_way()  # a gradient step has three parts (the loss, its gradients, the optimizer's step): a background run
-        self.optimizer.zero_grad(set_to_none=True)  # makes room for a running cell between them
-        loss.backward()
-        give_way()
-        if record_grad_norms:
-            self._record_grad_norms()  # before clipping: the norms the loss produced
-        if self.config.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_([p for group in self.optimizer.param_groups for p in group["params"]],
-                            self.config.max_grad_norm)
-        self.optimizer.step()
+    @property
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters of policy and critic (the optimizer's)."""
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
 
     def _record_grad_norms(self) -> None:
         for key, net in self.policy.networks.items():
@@ -305,6 +293,26 @@ def _for_action_spaces(config: ActorCriticAlgorithmConfig, env: Any) -> tuple[Ac
         print(f"maze-lab: every action head is a bounded Box: training with algorithm.bounded_box {values} (set "
               f"algorithm.bounded_box={{}} for the generic values)", file=sys.stderr)
     return config, changes
+
+
+class LossMeans:
+    """The losses of an update's gradient steps per policy key, recorded as their means over the steps."""
+
+    EVENTS = {"policy_loss": ActorCriticEvents.policy_loss, "entropy": ActorCriticEvents.policy_entropy,
+              "value_loss": ActorCriticEvents.critic_value_loss, "value": ActorCriticEvents.critic_value}
+
+    def __init__(self) -> None:
+        self.sums: dict[tuple[str, StepKey], float] = {}
+
+    def add(self, key: StepKey, **terms: torch.Tensor) -> None:
+        """One gradient step's terms of policy key ``key`` (names of :data:`EVENTS`)."""
+        for name, t in terms.items():
+            self.sums[(name, key)] = self.sums.get((name, key), 0.0) + float(t.detach())
+
+    def record(self, trainer: ActorCriticTrainer, n_steps: int) -> None:
+        """Record each term's sum over ``n_steps`` gradient steps."""
+        for (name, key), total in self.sums.items():
+            trainer._record(self.EVENTS[name], total / n_steps, key)
 
 
 def _float(obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

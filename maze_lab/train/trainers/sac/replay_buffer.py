@@ -4,6 +4,7 @@ filled from rollouts or from recorded episodes and sampled uniformly."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,23 @@ import numpy as np
 import torch
 
 from maze_lab.train.trainers.common.rollout import Rollout
+
+_PER_KEY = ("obs", "action", "next_obs")
+"""The parts of a transition that hold one array per observation or action key."""
+
+_SCALAR = ("reward", "terminated")
+"""The parts of a transition that hold one number."""
+
+
+@dataclass(frozen=True)
+class TransitionBatch:
+    """Transitions drawn from a :class:`ReplayBuffer` as tensors; every tensor's first axis is the transition."""
+
+    obs: dict[str, torch.Tensor]
+    action: dict[str, torch.Tensor]
+    next_obs: dict[str, torch.Tensor]
+    reward: torch.Tensor
+    terminated: torch.Tensor
 
 
 class ReplayBuffer:
@@ -25,7 +43,7 @@ class ReplayBuffer:
         self.capacity = int(capacity)
         self.size = 0
         self._next = 0
-        self._arrays: dict[str, np.ndarray] = {}
+        self._arrays: dict[tuple[str, str], np.ndarray] = {}  # (part, key) -> array; key "" for reward, terminated
         self._rng = np.random.default_rng(seed)
 
     def __len__(self) -> int:
@@ -34,17 +52,18 @@ class ReplayBuffer:
     def add(self, obs: Mapping[str, np.ndarray], actions: Mapping[str, np.ndarray], reward: np.ndarray,
             next_obs: Mapping[str, np.ndarray], terminated: np.ndarray) -> None:
         """Insert a batch of transitions (every array's first axis is the transition)."""
-        columns = {**{f"obs/{k}": v for k, v in obs.items()}, **{f"action/{k}": v for k, v in actions.items()},
-                   **{f"next_obs/{k}": v for k, v in next_obs.items()},
-                   "reward": np.asarray(reward, np.float32), "terminated": np.asarray(terminated, np.float32)}
-        n = len(columns["reward"])
+        columns = {**{("obs", k): v for k, v in obs.items()}, **{("action", k): v for k, v in actions.items()},
+                   **{("next_obs", k): v for k, v in next_obs.items()},
+                   ("reward", ""): np.asarray(reward, np.float32),
+                   ("terminated", ""): np.asarray(terminated, np.float32)}
+        n = len(columns["reward", ""])
         if not self._arrays:
             for name, value in columns.items():
                 value = np.asarray(value)
                 dtype = np.float32 if value.dtype == np.float64 else value.dtype
                 self._arrays[name] = np.empty((self.capacity, *value.shape[1:]), dtype)
         elif set(columns) != set(self._arrays):
-            raise ValueError(f"transitions with keys {sorted(columns)} do not fit the buffer's {sorted(self._arrays)}")
+            raise ValueError(f"transitions with keys {_names(columns)} do not fit the buffer's {_names(self._arrays)}")
         idx = (self._next + np.arange(n)) % self.capacity
         for name, value in columns.items():
             self._arrays[name][idx] = value
@@ -64,20 +83,26 @@ class ReplayBuffer:
                     next_obs[k][env_index] = v
             self.add(record.obs, record.actions, record.reward, next_obs, record.terminated)
 
-    def sample(self, batch_size: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-        """A uniformly drawn batch (with replacement) as tensors keyed ``obs/<k>``, ``action/<k>``,
-        ``next_obs/<k>``, ``reward``, ``terminated``."""
+    def sample(self, batch_size: int, device: torch.device | str = "cpu") -> TransitionBatch:
+        """A uniformly drawn batch (with replacement)."""
         if not self.size:
             raise ValueError("the replay buffer is empty: fill it before sampling")
         idx = self._rng.integers(0, self.size, size=int(batch_size))
-        return {name: torch.from_numpy(array[idx]).to(device) for name, array in self._arrays.items()}
-
+        parts: dict[str, Any] = {part: {} for part in _PER_KEY}
+        for (part, key), array in self._arrays.items():
+            tensor = torch.from_numpy(array[idx]).to(device)
+            if key:
+                parts[part][key] = tensor
+            else:
+                parts[part] = tensor
+        return TransitionBatch(**parts)
 
     def state_dict(self) -> dict[str, Any]:
-        """The stored transitions, oldest first, as tensors (what a checkpoint read with weights only can hold)."""
+        """The stored transitions, oldest first, as tensors (what a checkpoint read with weights only can hold),
+        named ``obs/<key>``, ``action/<key>``, ``next_obs/<key>``, ``reward`` and ``terminated``."""
         order = (self._next - self.size + np.arange(self.size)) % self.capacity
-        return {"size": self.size, "arrays": {name: torch.from_numpy(array[order])
-                                              for name, array in self._arrays.items()}}
+        return {"size": self.size, "arrays": {_name(part, key): torch.from_numpy(array[order])
+                                              for (part, key), array in self._arrays.items()}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Put back the transitions of :meth:`state_dict`; where there are more than ``capacity``, the newest."""
@@ -89,11 +114,27 @@ class ReplayBuffer:
         self.size, self._next, self._arrays = 0, 0, {}
         if not arrays or not lengths.pop():
             return
-        columns = {name: a[-self.capacity:] for name, a in arrays.items()}
-        obs = {k[4:]: v for k, v in columns.items() if k.startswith("obs/")}
-        actions = {k[7:]: v for k, v in columns.items() if k.startswith("action/")}
-        next_obs = {k[9:]: v for k, v in columns.items() if k.startswith("next_obs/")}
-        self.add(obs, actions, columns["reward"], next_obs, columns["terminated"])
+        parts: dict[str, Any] = {part: {} for part in _PER_KEY}
+        for name, array in arrays.items():
+            part, _, key = name.partition("/")
+            if (part in _PER_KEY) != bool(key) or part not in (*_PER_KEY, *_SCALAR):
+                raise ValueError(f"the checkpoint's replay buffer has a column {name!r}; expected obs/<key>, "
+                                 f"action/<key>, next_obs/<key>, reward and terminated")
+            if key:
+                parts[part][key] = array[-self.capacity:]
+            else:
+                parts[part] = array[-self.capacity:]
+        if any(part not in parts for part in _SCALAR):
+            raise ValueError(f"the checkpoint's replay buffer lacks {[p for p in _SCALAR if p not in parts]}")
+        self.add(parts["obs"], parts["action"], parts["reward"], parts["next_obs"], parts["terminated"])
+
+
+def _name(part: str, key: str) -> str:
+    return f"{part}/{key}" if key else part
+
+
+def _names(columns: Mapping[tuple[str, str], Any]) -> list[str]:
+    return sorted(_name(part, key) for part, key in columns)
 
 
 def load_demonstrations(buffer: ReplayBuffer, trajectory_dir: str | Path, allowed_classes: tuple = ()) -> int:

@@ -27,7 +27,7 @@ from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import RolloutGenerator
 from maze_lab.train.trainers.sac.config import SACAlgorithmConfig
 from maze_lab.train.trainers.sac.events import SACEvents
-from maze_lab.train.trainers.sac.replay_buffer import ReplayBuffer, load_demonstrations
+from maze_lab.train.trainers.sac.replay_buffer import ReplayBuffer, TransitionBatch, load_demonstrations
 
 __all__ = ["SAC", "SACAlgorithmConfig"]
 
@@ -113,12 +113,10 @@ class SAC(Trainer):
         self._record(SACEvents.time_update, time.perf_counter() - t1)
 
     # ---- one gradient step -----------------------------------------------------------------------------------------
-    def _learn(self, batch: dict[str, torch.Tensor]) -> None:
+    def _learn(self, batch: TransitionBatch) -> None:
         cfg, key = self.config, self.key
-        obs = {k[4:]: v for k, v in batch.items() if k.startswith("obs/")}
-        next_obs = {k[9:]: v for k, v in batch.items() if k.startswith("next_obs/")}
-        actions = {k[7:]: v for k, v in batch.items() if k.startswith("action/")}
-        not_done = 1.0 - batch["terminated"]
+        obs, next_obs, actions = batch.obs, batch.next_obs, batch.action
+        not_done = 1.0 - batch.terminated
         alpha = self.log_alpha.detach().exp()
 
         # 1. the soft Bellman target: r + gamma * (min of the target Qs - alpha * log pi) at the next state
@@ -131,12 +129,12 @@ class SAC(Trainer):
                     probs, log_probs = _probs(next_dist[head])
                     q_min = torch.min(torch.stack([q[head] for q in q_next]), dim=0).values
                     next_value = (probs * (q_min - alpha * log_probs)).sum(-1)
-                    targets[head] = batch["reward"] + cfg.gamma * not_done * next_value
+                    targets[head] = batch.reward + cfg.gamma * not_done * next_value
             else:
                 next_actions, next_log_prob = next_dist.rsample_with_log_prob()
                 q_next = self.critic.predict_next_q_values({key: next_obs}, {key: next_actions})[key]
                 next_value = torch.min(torch.stack(q_next), dim=0).values - alpha * next_log_prob
-                target = batch["reward"] + cfg.gamma * not_done * next_value
+                target = batch.reward + cfg.gamma * not_done * next_value
 
         # 2. the Q networks regress on it
         q_taken = self.critic.predict_q_values({key: obs}, {key: actions})[key]
