@@ -374,7 +374,7 @@ def test_lab_notebook_is_the_app_and_is_written_where_missing(tmp_path: Path, mo
     assert all(not c.get("outputs") for c in code)  # committed without outputs
     assert cli.lab_notebook() == REPO / "notebooks" / "lab.ipynb"
     # an installed wheel has no notebooks/ folder: a copy is written and used
-    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site" / "maze_lab" / "cli.py"))
+    monkeypatch.setattr(cli.lab, "__file__", str(tmp_path / "site" / "maze_lab" / "cli" / "lab.py"))
     monkeypatch.chdir(tmp_path)
     written = cli.lab_notebook()
     assert written.parent != REPO / "notebooks"
