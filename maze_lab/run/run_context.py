@@ -697,96 +697,105 @@ class _Run:
             writers=writers)
         evaluator = RolloutEvaluator(eval_env, n_episodes=algorithm.eval_repeats,
                                      deterministic=algorithm.deterministic_eval)
-        if getattr(trainer_cls, "uses_env_factories", False):
-            # the trainer runs its envs in its own workers (ES workers, IMPALA actors): it gets one env factory per
-            # env, and its worker statistics object stands where the training vector env would. With runner=ray
-            # (ES, IMPALA) the workers are runner.n_workers Ray actors (ES: one env each; IMPALA: envs_per_worker
-            # actors each), started at the first train() on the Ray runner.address says
-            ray_workers: dict[str, Any] = {}
-            if runner.vector_env == "ray":
-                from maze_lab.train.ray_config import RayWorkerSettings
-
-                settings = RayWorkerSettings.from_runner(runner)
-                per_worker = 1 if getattr(trainer_cls, "one_env_per_ray_worker", False) else settings.envs_per_worker
-                n_envs = settings.n_workers * per_worker
-                ray_workers = dict(workers="ray", ray=settings)
-            else:
-                n_envs = int(getattr(algorithm, "num_actors", 0) or runner.concurrency)
-            trainer = trainer_cls(algorithm, self._model(eval_env),
-                                  env_factories=[self.env_factory(i, "train") for i in range(n_envs)],
-                                  evaluator=evaluator, writers=writers,
-                                  checkpoint_dir=self.run_directory.checkpoint_dir, **ray_workers)
-            self.train_env = trainer.env
-        elif runner.vector_env == "ray":
-            # A2C/PPO rollouts in Ray actors (maze_lab.train.ray_rollouts: starts or joins Ray as runner.address
-            # says); the evaluation env gives the model its spaces
-            from maze_lab.train.ray_rollouts import ray_rollout_generator
-
-            generator = ray_rollout_generator(runner, trainer_cls, lambda i: self.env_factory(i, "train"), writers,
-                                              eval_env)
-            self.train_env = generator.env
-            trainer = trainer_cls(algorithm, self._model(eval_env), rollout_generator=generator, evaluator=evaluator,
-                                  writers=writers, checkpoint_dir=self.run_directory.checkpoint_dir)
-        elif runner.vector_env == "processes":
-            # A2C/PPO rollouts in local worker processes (maze_lab.train.process_rollouts), started at the first
-            # rollout; the learner stays here, so a run trained in a kernel leaves the kernel's interpreter free
-            # while the workers roll out. The evaluation env gives the model its spaces
-            from maze_lab.train.process_rollouts import process_rollout_generator
-
-            generator = process_rollout_generator(runner, trainer_cls, lambda i: self.env_factory(i, "train"),
-                                                  writers, eval_env)
-            self.train_env = generator.env
-            trainer = trainer_cls(algorithm, self._model(eval_env), rollout_generator=generator, evaluator=evaluator,
-                                  writers=writers, checkpoint_dir=self.run_directory.checkpoint_dir)
-        elif getattr(trainer_cls, "learns_from_data", False):
-            # behavioural cloning reads its recorded episodes (algorithm.dataset), not a training env: none is
-            # built; the evaluation env gives the model its spaces and checks that the episodes fit them
-            from maze_lab.run.config import imitation_dataset_dir
-
-            dataset = imitation_dataset_dir(algorithm.dataset)
-            self.train_env = None
-            model = self._model(eval_env)
-            # n_eval_episodes=0: model selection by validation loss; the evaluator stays for RunContext.evaluate
-            trainer = trainer_cls(algorithm, model, dataset=dataset,
-                                  evaluator=evaluator if algorithm.n_eval_episodes else None, writers=writers,
-                                  checkpoint_dir=self.run_directory.checkpoint_dir)
-        else:
-            train_env = self.train_env = venv_cls(
-                [self.env_factory(i, "train") for i in range(int(runner.concurrency))], logging_prefix="train",
-                writers=writers)
-            model = self._model(train_env)
-            trainer = trainer_cls(algorithm, model, env=train_env, evaluator=evaluator, writers=writers,
-                                  checkpoint_dir=self.run_directory.checkpoint_dir)
+        parts = _BuildParts(algorithm, trainer_cls, evaluator, writers, eval_env, venv_cls)
+        trainer = _TRAINER_BUILDERS[_training_kind(trainer_cls, runner)](self, parts)
         # the values actually trained with where the algorithm's bounded_box block replaced configured ones
         self.run_directory.write_summary(bounded_box_changes=dict(getattr(trainer, "bounded_box_changes", {})))
         if cfg.input_dir:
-            from maze_lab.run.runs import corrupt_checkpoint_errors
-            from maze_lab.train.trainers.common.checkpoints import check_weights_fit, read_checkpoint
-
-            source = RunDirectory.open(cfg.input_dir)
-            with corrupt_checkpoint_errors(source.last_checkpoint):
-                last = read_checkpoint(source.last_checkpoint, trainer.device)
-            origin = last.get("trainer") if isinstance(last.get("trainer"), str) else None
-            if origin is not None and origin != type(trainer).__name__:
-                # fine-tuning (e.g. PPO from a BC run): the other trainer's best weights, policy and critic as
-                # that run has them; epochs, updates, env steps, best reward and optimizer state start afresh,
-                # since they count and score another algorithm's training
-                weights = source.best_checkpoint if source.best_checkpoint.exists() else source.last_checkpoint
-                with corrupt_checkpoint_errors(weights):
-                    state = read_checkpoint(weights, trainer.device)
-                # weights of another env's spaces: one line naming the input run, the parameter and both shapes
-                check_weights_fit(trainer.model, state.get("model"), f"input_dir={source.path}: its checkpoint "
-                                                                     f"{weights.name}")
-                trainer.load_state(state, weights_only=True)
-                self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=0,
-                                                 fine_tuned_from={"trainer": origin, "checkpoint": weights.name})
-            else:
-                check_weights_fit(trainer.model, last.get("model"), f"input_dir={source.path}: its checkpoint "
-                                                                    f"{source.last_checkpoint.name}")
-                trainer.load_state(last)
-                self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=trainer.epoch)
+            self._start_from_input_dir(trainer, cfg.input_dir)
         trainer.callbacks.append(self._on_epoch)
         return trainer
+
+    # ---- how a trainer is built, by the kind of training (see _training_kind) -----------------------------------
+    def _build_with_own_workers(self, parts: _BuildParts) -> Any:
+        """A trainer that runs its envs in its own workers (ES workers, IMPALA actors): one env factory per env; its
+        worker statistics object stands where the training vector env would. With runner=ray (ES, IMPALA) the
+        workers are runner.n_workers Ray actors (ES: one env each; IMPALA: envs_per_worker actors each), started at
+        the first train() on the Ray runner.address says."""
+        runner, algorithm, trainer_cls = self.config.runner, parts.algorithm, parts.trainer_cls
+        ray_workers: dict[str, Any] = {}
+        if runner.vector_env == "ray":
+            from maze_lab.train.ray_config import RayWorkerSettings
+
+            settings = RayWorkerSettings.from_runner(runner)
+            per_worker = 1 if getattr(trainer_cls, "one_env_per_ray_worker", False) else settings.envs_per_worker
+            n_envs = settings.n_workers * per_worker
+            ray_workers = dict(workers="ray", ray=settings)
+        else:
+            n_envs = int(getattr(algorithm, "num_actors", 0) or runner.concurrency)
+        trainer = trainer_cls(algorithm, self._model(parts.eval_env),
+                              env_factories=[self.env_factory(i, "train") for i in range(n_envs)],
+                              evaluator=parts.evaluator, writers=parts.writers,
+                              checkpoint_dir=self.run_directory.checkpoint_dir, **ray_workers)
+        self.train_env = trainer.env
+        return trainer
+
+    def _build_with_rollout_workers(self, parts: _BuildParts) -> Any:
+        """A2C/PPO rollouts in Ray actors (runner=ray: maze_lab.train.ray_rollouts starts or joins Ray as
+        runner.address says) or in local worker processes (runner=processes, started at the first rollout: the
+        learner stays here, so a run trained in a kernel leaves the kernel's interpreter free while the workers
+        roll out). The evaluation env gives the model its spaces."""
+        runner = self.config.runner
+        if runner.vector_env == "ray":
+            from maze_lab.train.ray_rollouts import ray_rollout_generator as make_generator
+        else:
+            from maze_lab.train.process_rollouts import process_rollout_generator as make_generator
+        generator = make_generator(runner, parts.trainer_cls, lambda i: self.env_factory(i, "train"), parts.writers,
+                                   parts.eval_env)
+        self.train_env = generator.env
+        return parts.trainer_cls(parts.algorithm, self._model(parts.eval_env), rollout_generator=generator,
+                                 evaluator=parts.evaluator, writers=parts.writers,
+                                 checkpoint_dir=self.run_directory.checkpoint_dir)
+
+    def _build_from_data(self, parts: _BuildParts) -> Any:
+        """Behavioural cloning reads its recorded episodes (algorithm.dataset), not a training env: none is built;
+        the evaluation env gives the model its spaces and checks that the episodes fit them. With
+        n_eval_episodes=0 models are selected by validation loss; the evaluator stays for RunContext.evaluate."""
+        from maze_lab.run.config import imitation_dataset_dir
+
+        algorithm = parts.algorithm
+        self.train_env = None
+        return parts.trainer_cls(algorithm, self._model(parts.eval_env),
+                                 dataset=imitation_dataset_dir(algorithm.dataset),
+                                 evaluator=parts.evaluator if algorithm.n_eval_episodes else None,
+                                 writers=parts.writers, checkpoint_dir=self.run_directory.checkpoint_dir)
+
+    def _build_with_vector_env(self, parts: _BuildParts) -> Any:
+        """A trainer stepping a vector env of runner.concurrency envs in this process (sequential) or in
+        subprocesses (subprocess)."""
+        train_env = self.train_env = parts.venv_cls(
+            [self.env_factory(i, "train") for i in range(int(self.config.runner.concurrency))],
+            logging_prefix="train", writers=parts.writers)
+        return parts.trainer_cls(parts.algorithm, self._model(train_env), env=train_env, evaluator=parts.evaluator,
+                                 writers=parts.writers, checkpoint_dir=self.run_directory.checkpoint_dir)
+
+    def _start_from_input_dir(self, trainer: Any, input_dir: str) -> None:
+        """Resume the run of ``input_dir`` (same trainer), or fine-tune from its best weights (another trainer)."""
+        from maze_lab.run.runs import corrupt_checkpoint_errors
+        from maze_lab.train.trainers.common.checkpoints import check_weights_fit, read_checkpoint
+
+        source = RunDirectory.open(input_dir)
+        with corrupt_checkpoint_errors(source.last_checkpoint):
+            last = read_checkpoint(source.last_checkpoint, trainer.device)
+        origin = last.get("trainer") if isinstance(last.get("trainer"), str) else None
+        if origin is not None and origin != type(trainer).__name__:
+            # fine-tuning (e.g. PPO from a BC run): the other trainer's best weights, policy and critic as
+            # that run has them; epochs, updates, env steps, best reward and optimizer state start afresh,
+            # since they count and score another algorithm's training
+            weights = source.best_checkpoint if source.best_checkpoint.exists() else source.last_checkpoint
+            with corrupt_checkpoint_errors(weights):
+                state = read_checkpoint(weights, trainer.device)
+            # weights of another env's spaces: one line naming the input run, the parameter and both shapes
+            check_weights_fit(trainer.model, state.get("model"), f"input_dir={source.path}: its checkpoint "
+                                                                 f"{weights.name}")
+            trainer.load_state(state, weights_only=True)
+            self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=0,
+                                             fine_tuned_from={"trainer": origin, "checkpoint": weights.name})
+        else:
+            check_weights_fit(trainer.model, last.get("model"), f"input_dir={source.path}: its checkpoint "
+                                                                f"{source.last_checkpoint.name}")
+            trainer.load_state(last)
+            self.run_directory.write_summary(resumed_from=str(source.path), resumed_epoch=trainer.epoch)
 
     def _algorithm_config(self) -> Any:
         obj = self.objects.get("algorithm")
@@ -976,6 +985,37 @@ _TRAINERS = {
     "maze_lab.train.trainers.es.config.ESAlgorithmConfig": "maze_lab.train.trainers.es.ES",
     "maze_lab.train.trainers.bc.config.BCAlgorithmConfig": "maze_lab.train.trainers.bc.BC",
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class _BuildParts:
+    """What every kind of training is built from (see ``_Run._build``)."""
+
+    algorithm: Any
+    trainer_cls: type
+    evaluator: Any
+    writers: list
+    eval_env: Any
+    venv_cls: type | None
+
+
+def _training_kind(trainer_cls: type, runner: Any) -> str:
+    """How the run trains: the trainer's own workers, rollout workers (ray, processes), recorded data, or a vector
+    env in this process."""
+    if getattr(trainer_cls, "uses_env_factories", False):
+        return "own_workers"
+    if runner.vector_env in ("ray", "processes"):
+        return "rollout_workers"
+    if getattr(trainer_cls, "learns_from_data", False):
+        return "data"
+    return "vector_env"
+
+
+_TRAINER_BUILDERS = {"own_workers": _Run._build_with_own_workers,
+                     "rollout_workers": _Run._build_with_rollout_workers,
+                     "data": _Run._build_from_data,
+                     "vector_env": _Run._build_with_vector_env}
+"""The builder of each kind of training."""
 
 
 def _trainer_class(algorithm: Any) -> type:
