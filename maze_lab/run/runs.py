@@ -195,13 +195,13 @@ class LoadedRun:
         """A factory of the run's env with its configured wrappers (no statistics wrappers); it builds only what the
         allow-list (and ``trust``) permits."""
         cfg = self._checked_config(("env", "wrappers"))
-        from maze_lab.run.run_context import _EnvFactory, wrappers_in_run_dir
+        from maze_lab.run.env_factory import RunEnvFactory, wrappers_in_run_dir
 
         user_factory = self._env_factory
         if user_factory is None and "_object_" in cfg["env"]:
             user_factory = self._recorded_env_factory(cfg)
         # the run's normalization statistics (a relative statistics_dump) are read from its directory
-        return _EnvFactory(cfg["env"], wrappers_in_run_dir(cfg.get("wrappers") or {}, self.path), user_factory,
+        return RunEnvFactory(cfg["env"], wrappers_in_run_dir(cfg.get("wrappers") or {}, self.path), user_factory,
                            log_dir=None, trust=self.trust, trust_config=cfg)
 
     def _recorded_env_factory(self, cfg: Mapping[str, Any]) -> Any:
