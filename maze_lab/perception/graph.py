@@ -576,11 +576,9 @@ def _infer_outputs(net: nn.Module, input_shapes: Mapping[str, Sequence[int]]) ->
 
 def composer_graphs(model: Any) -> dict[str, ModelGraph]:
     """One graph per network of a composer, TorchActorCritic, TorchPolicy or critic."""
-    from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
     from maze_lab.core.agent.torch_policy import TorchPolicy
     from maze_lab.core.agent.torch_state_action_critic import TorchStateActionCritic
     from maze_lab.core.agent.torch_state_critic import TorchStateCritic
-    from maze_lab.perception.composers.base import BaseModelComposer
     from maze_lab.perception.perception_utils import space_shapes
 
     obs_spaces = getattr(model, "observation_spaces_dict", None) or {}
@@ -593,7 +591,7 @@ def composer_graphs(model: Any) -> dict[str, ModelGraph]:
     def name(prefix: str, key: Any) -> str:
         return f"{prefix}_{key.step_key}_{key.agent_id}" if hasattr(key, "agent_id") else f"{prefix}_{key}"
 
-    if isinstance(model, BaseModelComposer | TorchActorCritic):
+    if hasattr(model, "policy") and hasattr(model, "critic"):  # a composer or a TorchActorCritic: both parts
         parts = [model.policy, model.critic]
     else:
         parts = [model]
