@@ -454,3 +454,7 @@ def test_sweep_value_parsing() -> None:
                                          "experiment=cartpole_ppo"])
     assert overrides == {"algorithm.lr": [0.1, 0.2], "algorithm": ["ppo", "a2c"], "n_epochs": 2}
     assert experiment == "cartpole_ppo"
+    overrides, _ = parse_sweep(["seed=range(1,4)", "model.hidden=[64,64],[32,32]",
+                                "algorithm.lr={type: linear, start: 0.1},0.2"])
+    assert overrides == {"seed": [1, 2, 3], "model.hidden": [[64, 64], [32, 32]],
+                         "algorithm.lr": [{"type": "linear", "start": 0.1}, 0.2]}

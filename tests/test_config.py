@@ -145,6 +145,27 @@ def test_cli_override_parsing():
         parse_cli_overrides(["algorithm"])
 
 
+def test_overrides_follow_hydras_grammar() -> None:
+    """Values read as Maze's (Hydra's) command line reads them; several values are a sweep, refused outside one."""
+    from maze_lab.run.config import parse_override
+
+    _, overrides = parse_cli_overrides(["algorithm.lr=1e-3", "env.name=ALE/Pong-v5", "algorithm.clip_range="
+                                        "{type: linear, start: 0.2, end: 0.0}", "note='a,b'", "seed=01", "x=null"])
+    assert overrides == {"algorithm.lr": 0.001, "env.name": "ALE/Pong-v5", "note": "a,b", "seed": "01", "x": None,
+                         "algorithm.clip_range": {"type": "linear", "start": 0.2, "end": 0.0}}
+    assert parse_override("seed=range(1,4)") == ("seed", [1, 2, 3], True)
+    assert parse_override("model.hidden=[64,64],[32,32]") == ("model.hidden", [[64, 64], [32, 32]], True)
+    assert parse_override("algorithm=choice(ppo,a2c)") == ("algorithm", ["ppo", "a2c"], True)
+    with pytest.raises(ConfigurationError, match=r"gives 2 values: that is a sweep.*maze-lab sweep algorithm.lr=0.1,0.2"):
+        parse_cli_overrides(["algorithm.lr=0.1,0.2"])
+    with pytest.raises(ConfigurationError, match=r"interval\(\.\.\.\) is for hyperparameter search"):
+        parse_override("algorithm.lr=interval(0.1,0.2)")
+    with pytest.raises(ConfigurationError, match="is not valid override syntax"):
+        parse_override("model.hidden=[64,64")
+    with pytest.raises(ConfigurationError, match="deleting a key"):
+        parse_override("~seed=1")
+
+
 # ---- every field of the algorithm config is a key ----------------------------------------------------------------
 @pytest.mark.parametrize("algorithm", ["ppo", "a2c"])
 def test_every_algorithm_field_is_an_override_key(algorithm: str) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 from maze_lab.cli.errors import EXIT_BAD_INPUT, _bad_input_types, _report, _report_fault, _run_fault_types
 from maze_lab.run.commands import BadInput, interrupt_once, one_line, report_interrupted
-from maze_lab.run.config import split_values
 
 
 # ---- demo ----------------------------------------------------------------------------------------------------
@@ -121,23 +120,22 @@ def _rewards_line(summary: dict[str, Any]) -> str:
 
 # ---- sweep ---------------------------------------------------------------------------------------------------
 def parse_sweep(words: list[str]) -> tuple[dict[str, Any], str | None]:
-    """Overrides with lists for the swept keys (``key=a,b,c``) and the experiment, from ``key=value`` words."""
-    from maze_lab.run.config import parse_override_value
+    """Overrides with lists for the swept keys and the experiment, from ``key=value`` words in Hydra's override
+    grammar (``key=a,b,c``, ``key=range(1,4)``, ``key=choice(a,b)``)."""
+    from maze_lab.run.config import parse_override
 
     overrides: dict[str, Any] = {}
     experiment = None
     for word in words:
         if "=" not in word:
             raise BadInput(f"'{word}' must look like key=value or key=a,b,c (e.g. algorithm.lr=0.001,0.0005)")
-        key, text = word.split("=", 1)
-        key = key.lstrip("+")
-        values = [parse_override_value(v) for v in split_values(text)]
+        key, values, sweep = parse_override(word)
         if key == "experiment":
-            if len(values) > 1:
+            if sweep:
                 raise BadInput("experiment cannot be swept; run one sweep per experiment")
             experiment = values[0]
         else:
-            overrides[key] = values if len(values) > 1 else values[0]
+            overrides[key] = values if sweep else values[0]
     return overrides, experiment
 
 

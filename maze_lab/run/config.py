@@ -26,7 +26,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError, locate
@@ -133,12 +132,54 @@ def _check_option(group: str, name: str, options: dict[str, list[str]]) -> str:
     )
 
 
-def parse_override_value(text: str) -> Any:
-    """A command-line value: YAML scalars, lists and dicts (``0.001``, ``[64, 64]``, ``true``, ``null``)."""
+def parse_override(word: str) -> tuple[str, list[Any], bool]:
+    """One command-line override read with Hydra's override grammar, as Maze's command lines are: its key (a leading
+    ``+`` dropped), its values, and whether it is a sweep (``a,b,c``, ``range(1,4)``, ``choice(a,b)``: several values).
+    Values are Hydra's: ``0.001``, ``1e-3``, ``[64,64]``, ``{type: linear, start: 0.1}``, ``true``, ``null``, quoted
+    text (``'a,b'``); anything else is text (``CartPole-v1``, ``ALE/Pong-v5``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from hydra.errors import OverrideParseException
+
+    if "=" not in word:
+        raise ConfigurationError(f"override '{word}' must look like key=value (e.g. algorithm=a2c, "
+                                 f"algorithm.lr=0.001)")
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+        override = OverridesParser.create().parse_overrides([word])[0]
+    except OverrideParseException as err:
+        raise ConfigurationError(f"override '{word}' is not valid override syntax: {' '.join(str(err).split())[:300]}"
+                                 f" (quote a value with commas or brackets that is text: key='a,b')") from None
+    if override.type == OverrideType.DEL:
+        raise ConfigurationError(f"override '{word}': deleting a key (~key) is not supported; set it to null instead")
+    key = override.key_or_group
+    if override.package:
+        key = f"{key}@{override.package}"
+    if not override.is_sweep_override():
+        return key, [_plain_value(override.value())], False
+    try:
+        values = list(override.sweep_iterator())
+    except Exception:  # noqa: BLE001 - interval() and other sweeps without a list of values
+        raise ConfigurationError(f"override '{word}': a sweep needs a list of values (a,b,c, range(...) or "
+                                 f"choice(...)); interval(...) is for hyperparameter search (maze-lab optimize with a "
+                                 f"search space)") from None
+    return key, [_plain_value(v) for v in values], True
+
+
+def _plain_value(value: Any) -> Any:
+    """Hydra's parsed value as plain Python (its containers hold Hydra's types for quoted text)."""
+    if isinstance(value, dict):
+        return {str(k): _plain_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_value(v) for v in value]
+    return value
+
+
+def parse_override_value(text: str) -> Any:
+    """A command-line value as Hydra reads it (see :func:`parse_override`); several values (``a,b``) are refused."""
+    key, values, sweep = parse_override(f"value={text}")
+    if sweep:
+        raise ConfigurationError(f"'{text}' is several values; quote it for one text value: '{text}'")
+    return values[0]
 
 
 def _type_name(value: Any) -> str:
@@ -637,18 +678,20 @@ def _hydra_compose(config_dir: Path, config_name: str, overrides: list[str]) -> 
 
 
 def parse_cli_overrides(args: Iterable[str]) -> tuple[dict[str, str], dict[str, Any]]:
-    """Split ``group=option`` selections from ``dotted.key=value`` overrides (Hydra-style command line)."""
+    """Split ``group=option`` selections from ``dotted.key=value`` overrides (Hydra's override grammar, see
+    :func:`parse_override`); several values for one key are a sweep, which ``maze-lab sweep`` runs."""
     components, overrides = {}, {}
     for arg in args:
-        if "=" not in arg:
-            raise ConfigurationError(
-                f"override '{arg}' must look like key=value (e.g. algorithm=a2c, algorithm.lr=0.001)")
-        key, text = arg.split("=", 1)
-        key = key.lstrip("+")
+        key, values, sweep = parse_override(arg)
+        if sweep:
+            raise ConfigurationError(f"override '{arg}' gives {len(values)} values: that is a sweep, one run per "
+                                     f"value (maze-lab sweep {arg}); quote a text value that holds commas: "
+                                     f"{key}='...'")
+        value = values[0]
         if key in GROUPS or key == "experiment":
-            components[key] = text
+            components[key] = value if isinstance(value, str) else str(value)
         else:
-            overrides[key] = parse_override_value(text)
+            overrides[key] = value
     return components, overrides
 
 
