@@ -48,7 +48,10 @@ class StudyProxy:
             self._log = tempfile.TemporaryFile()
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "maze_lab.run.optuna_proxy", str(study_db), host, str(self.port),
-                 str(os.getpid())], stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+                 str(os.getpid())], stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                # a session of its own: a terminal's Ctrl-C reaches the driver only, which still needs the proxy to
+                # record how the trials in flight ended; it ends when the driver stops it or is gone
+                start_new_session=True)
             deadline = time.monotonic() + START_TIMEOUT_S
             while self.process.poll() is None and time.monotonic() < deadline:
                 if _listens(host, self.port):
