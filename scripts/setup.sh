@@ -91,4 +91,13 @@ pip_q -c constraints.txt -e ".[${extras}]"
 # (ipykernel's own kernel, under the name "maze-lab" that the notebooks ask for)
 "$VPY" -m ipykernel install --sys-prefix --name maze-lab --display-name "maze-lab (Python $("$VPY" -c 'import sys; print(sys.version.split()[0])'))" >/dev/null
 
+# --- with --dev in a git checkout: notebooks are committed without outputs. nbstripout is the clean filter of *.ipynb
+# (.gitattributes), set in this checkout's own .git/config only: `git add` strips outputs, the files stay as they are
+if [[ $dev -eq 1 ]] && git rev-parse --git-dir >/dev/null 2>&1; then
+  vpy_abs="$(cd "$(dirname "$VPY")" && pwd)/$(basename "$VPY")"
+  git config --local filter.nbstripout.clean "\"$vpy_abs\" -m nbstripout --keep-id"
+  git config --local filter.nbstripout.smudge cat
+  git config --local diff.ipynb.textconv "\"$vpy_abs\" -m nbstripout --keep-id -t"
+fi
+
 echo "setup: done. Commands run from $VENV/bin (e.g. $VENV/bin/maze-lab --help), or 'source $VENV/bin/activate' first."
