@@ -324,6 +324,7 @@ def test_an_update_gives_way_between_the_loss_its_gradients_and_the_optimizer_st
     import sys
 
     import maze_lab.train.trainers.common.actor_critic as actor_critic
+    import maze_lab.train.trainers.ppo as ppo
     from maze_lab.run.run_context import RunContext
 
     where: list[tuple[str, int]] = []
@@ -333,15 +334,17 @@ def test_an_update_gives_way_between_the_loss_its_gradients_and_the_optimizer_st
         where.append((frame.f_code.co_name, frame.f_lineno))
 
     monkeypatch.setattr(actor_critic, "give_way", record)
+    monkeypatch.setattr(ppo, "give_way", record)
     rc = RunContext(overrides={**TINY, "log_base_dir": str(tmp_path)}, silent=True)
     rc.train(1)
     rc.close()
     steps = rc.trainer.updates * rc.trainer.config.n_optimization_epochs
-    assert {name for name, _ in where} == {"_one_update", "_step"}, where
+    assert {name for name, _ in where} == {"_one_update", "update"}, where
     assert sum(name == "_one_update" for name, _ in where) == 2 * rc.trainer.updates
-    # two give-ways per gradient step, at two different places in it (before the backward pass and after it)
-    assert sum(name == "_step" for name, _ in where) >= 2 * steps
-    assert len({line for name, line in where if name == "_step"}) == 2
+    # three give-ways per gradient step (PPO's update), at three different places in it: before the minibatch's
+    # loss, before the backward pass and before the optimizer's step
+    assert sum(name == "update" for name, _ in where) >= 3 * steps
+    assert len({line for name, line in where if name == "update"}) == 3
 
 
 def test_outside_a_kernel_a_background_run_changes_nothing() -> None:
