@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from maze_lab.core.utils.factory import ConfigurationError
+from maze_lab.core.utils.log import get_logger
+
+_log = get_logger(__name__)
 
 
 def import_ray() -> Any:
@@ -129,7 +132,6 @@ def remote_worker_class(body: type, n_workers: int, num_cpus_per_worker: float, 
 
     :param what: the workers, for messages (``runner=ray``, ``ES on Ray``).
     """
-    import sys
 
     ray = import_ray()
     need, have = n_workers * num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
@@ -138,6 +140,5 @@ def remote_worker_class(body: type, n_workers: int, num_cpus_per_worker: float, 
                    f"has {have:g}. Lower runner.n_workers or runner.num_cpus_per_worker")
         if owns_ray:
             raise RuntimeError(message)
-        print(f"maze-lab: WARNING {message}, or add nodes (the workers wait until the cluster has room)",
-              file=sys.stderr, flush=True)
+        _log.warning(f"{message}, or add nodes (the workers wait until the cluster has room)")
     return ray.remote(num_cpus=num_cpus_per_worker, num_gpus=num_gpus_per_worker, max_restarts=0)(body)

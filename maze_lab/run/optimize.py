@@ -53,7 +53,6 @@ import os
 import re
 import socket
 import stat
-import sys
 import time
 import traceback
 import warnings
@@ -65,6 +64,9 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError, TrustError, TrustPolicy, locate
+from maze_lab.core.utils.log import get_logger
+
+_log = get_logger(__name__)
 
 SPACE_GROUP = "search_space"
 """The config group (folder) of search-space files."""
@@ -981,8 +983,8 @@ def _note_space(study: Any, spec: SearchSpace, study_dir: Path, say: Any) -> Non
     data = json.loads(json.dumps(spec.to_dict(), default=str))
     earlier = study.user_attrs.get("search_space")  # read back from study.db: data, compared only
     if isinstance(earlier, dict) and earlier.get("params") != data["params"]:
-        print(f"maze-lab optimize: warning: the study in {study_dir} was started with other params "
-              f"({sorted(earlier.get('params', {}))}); its earlier trials searched those", file=sys.stderr)
+        _log.warning(f"the study in {study_dir} was started with other params ({sorted(earlier.get('params', {}))}); "
+                     f"its earlier trials searched those")
     study.set_user_attr("search_space", data)
     _study_entry(study_dir, "search_space.yaml", "search_space.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 

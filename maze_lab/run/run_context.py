@@ -19,6 +19,7 @@ from typing import Any, Literal
 from omegaconf import DictConfig, OmegaConf
 
 from maze_lab.core.utils.factory import ConfigurationError, TrustPolicy, config_names
+from maze_lab.core.utils.log import get_logger
 from maze_lab.run.config import GROUPS, build_algorithm_config, compose_config, training_plan, validate_config
 from maze_lab.run.env_factory import RunEnvFactory, wrappers_in_run_dir
 from maze_lab.run.kernel_yield import background_run
@@ -32,6 +33,8 @@ from maze_lab.run.run_dir import (
     versions,
 )
 from maze_lab.run.run_status import RunControlError, RunOwner
+
+_log = get_logger(__name__)
 
 FROM_CONFIG: Literal["config"] = "config"
 """Default of ``torch_threads`` arguments: the run config's ``torch_threads`` (1 unless overridden)."""
@@ -821,7 +824,7 @@ class _Run:
         try:
             composer.save_graphs(self.run_directory.graph_dir)
         except Exception as err:  # noqa: BLE001 - a graph that cannot be drawn must not stop training
-            print(f"maze-lab: model graphs not written: {err}", file=sys.stderr)
+            _log.warning(f"model graphs not written: {err}")
         return composer.actor_critic(device=device)
 
     # ---- running -------------------------------------------------------------------------------------------
@@ -942,7 +945,7 @@ class _Run:
                 else:
                     venv.call("flush_event_logs")
             except Exception as err:  # noqa: BLE001 - e.g. workers already gone after a failure
-                print(f"maze-lab: event logs not flushed: {err}", file=sys.stderr)
+                _log.warning(f"event logs not flushed: {err}")
 
     def start_async(self, n_epochs: int | None, torch_threads: int | None = 1) -> RunHandle:
         if self.handle is not None and self.handle.running:
@@ -1121,8 +1124,7 @@ class RunHandle:
                 self._status = final
             try:
                 if failure is not None:  # shown under the cell that started the run before the run counts as ended
-                    print(f"maze-lab: background run {self.run_dir} failed:\n{self.traceback}", file=sys.stderr,
-                          flush=True)
+                    _log.error(f"background run {self.run_dir} failed:\n{self.traceback}")
             finally:
                 self._built.set()
                 self._done.set()

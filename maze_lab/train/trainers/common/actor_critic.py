@@ -4,7 +4,6 @@ checkpoints."""
 
 from __future__ import annotations
 
-import sys
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ import torch
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.utils.log import get_logger
 from maze_lab.core.utils.yielding import give_way
 from maze_lab.distributions.distribution_mapper import is_bounded_box
 from maze_lab.train.trainers.common.base import Trainer, adam, grad_norm
@@ -27,6 +27,8 @@ from maze_lab.train.trainers.common.events import ActorCriticEvents
 from maze_lab.train.trainers.common.model_selection import BestModelSelection
 from maze_lab.train.trainers.common.rollout import Rollout, RolloutGenerator, substep_policy_output
 from maze_lab.train.trainers.common.schedules import as_schedule
+
+_log = get_logger(__name__)
 
 
 @dataclass
@@ -131,9 +133,8 @@ class ActorCriticTrainer(Trainer):
         varying = [name for name, schedule in schedules.items()
                    if schedule is not None and schedule.value(0.0) != schedule.value(1.0)]
         if varying:
-            print(f"maze-lab: training without a number of epochs (n_epochs=0): the schedule(s) of "
-                  f"{', '.join(varying)} hold their start value; give n_epochs=N (or train(N)) to decay them over "
-                  f"N epochs", file=sys.stderr)
+            _log.info(f"training without a number of epochs (n_epochs=0): the schedule(s) of {', '.join(varying)} "
+                      f"hold their start value; give n_epochs=N (or train(N)) to decay them over N epochs")
 
     def _one_update(self) -> None:
         t0 = time.perf_counter()
@@ -171,7 +172,7 @@ class ActorCriticTrainer(Trainer):
             self._record(ActorCriticEvents.divergence_warning, 1.0, key)
             if key not in self.divergence_monitor.warned:  # one console line per key; the statistic every epoch
                 self.divergence_monitor.warned.add(key)
-                print(f"maze-lab: WARNING {message}", file=sys.stderr, flush=True)
+                _log.warning(message)
             self.warnings.append(message)
 
     def _write_epoch_stats(self) -> LogStats:
@@ -290,8 +291,8 @@ def _for_action_spaces(config: ActorCriticAlgorithmConfig, env: Any) -> tuple[Ac
     config, changes = config.for_bounded_box_actions()
     if changes:
         values = ", ".join(f"{k}={v}" for k, v in changes.items())
-        print(f"maze-lab: every action head is a bounded Box: training with algorithm.bounded_box {values} (set "
-              f"algorithm.bounded_box={{}} for the generic values)", file=sys.stderr)
+        _log.info(f"every action head is a bounded Box: training with algorithm.bounded_box {values} (set "
+                  f"algorithm.bounded_box={{}} for the generic values)")
     return config, changes
 
 

@@ -11,7 +11,6 @@ deterministically in these episodes by default: the perturbations alone explore.
 from __future__ import annotations
 
 import secrets
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.utils.log import get_logger
 from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.trainers.common.actor_critic import _to_numpy, _to_plain
 from maze_lab.train.trainers.common.base import Trainer
@@ -31,6 +31,8 @@ from maze_lab.train.trainers.es.config import ESAlgorithmConfig
 from maze_lab.train.trainers.es.events import ESEvents
 from maze_lab.train.trainers.es.noise_table import NoiseTable, check_fits
 from maze_lab.train.trainers.es.workers import ESWorkers, PairResult, PairTask, set_flat_parameters
+
+_log = get_logger(__name__)
 
 __all__ = ["ES", "ESAlgorithmConfig", "centered_ranks", "es_gradient"]
 
@@ -230,7 +232,7 @@ class ES(RayWorkersMixin, Trainer):
                    f"larger algorithm.noise_stddev, longer episodes (algorithm.max_steps) or a shaped reward, or use "
                    f"PPO or IMPALA")
         self.warnings.append(message)
-        print(f"maze-lab: WARNING {message}", file=sys.stderr, flush=True)
+        _log.warning(message)
 
     def _play_pairs(self, theta: np.ndarray) -> tuple[list[int], list[PairResult]]:
         """Antithetic pairs until the update has ``n_rollouts_per_update`` episodes and ``n_timesteps_per_update``

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ import cloudpickle
 import numpy as np
 
 from maze_lab.core.utils import pickling
+from maze_lab.core.utils.log import get_logger
 from maze_lab.distributed.ray_runtime import remote_worker_class, stop_ray_actors
 from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.ray_rollouts import RayWorkerError, get_from_worker
@@ -33,6 +33,8 @@ from maze_lab.train.trainers.es.workers import (
     play_episode,
     set_flat_parameters,
 )
+
+_log = get_logger(__name__)
 
 
 class ESRayWorkerError(ESWorkerError, RayWorkerError):
@@ -255,7 +257,7 @@ class ESRayWorkers:
         message = (f"{old} died ({' '.join(str(err).split())[:160]}); replaced it by a fresh worker (pid "
                    f"{self.pids[w]}) that plays its pair again, restart {self.restarts} of "
                    f"runner.max_worker_restarts={self.max_restarts}")
-        print(f"maze-lab: WARNING {message}", file=sys.stderr, flush=True)
+        _log.warning(message)
         if self.on_restart is not None:
             self.on_restart(message)
 

@@ -18,7 +18,6 @@ traceback (an env's error would only repeat).
 from __future__ import annotations
 
 import copy
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from maze_lab.core.utils import pickling
+from maze_lab.core.utils.log import get_logger
 from maze_lab.distributed.ray_runtime import remote_worker_class, stop_ray_actors
 from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.ray_rollouts import RayWorkerError, _RolloutWorker, get_from_worker
@@ -38,6 +38,8 @@ from maze_lab.train.trainers.impala.actors import (
     load_flat_weights,
     split_rollout,
 )
+
+_log = get_logger(__name__)
 
 RESTART_SEED_STRIDE = 1_000_003
 """A replacement worker's envs are reset with the dead one's seeds plus this times the restart count: fresh
@@ -221,7 +223,7 @@ class RayActorPool:
         self.pids[w] = self._get(w, self.workers[w].pid.remote(), "starting again after a death")
         message = (f"{old} died ({' '.join(str(err).split())[:160]}); replaced it by a fresh worker (pid "
                    f"{self.pids[w]}), restart {self.restarts} of runner.max_worker_restarts={self.max_restarts}")
-        print(f"maze-lab: WARNING {message}", file=sys.stderr, flush=True)
+        _log.warning(message)
         if self.on_restart is not None:
             self.on_restart(message)
 
