@@ -112,6 +112,9 @@ def test_train_writes_a_complete_run_directory(trained: tuple[subprocess.Complet
     proc, run_dir = trained
     assert run_dir.parent.parent.name == "outputs" and run_dir.is_dir()
     assert proc.stdout.startswith("maze-lab train: training for 1 epoch of 2 updates\n")
+    described = proc.stdout.splitlines()[1]  # the start says what runs
+    assert described.startswith("maze-lab train: env CartPole-v1, algorithm A2C, model ") and \
+        described.endswith(", seed 3") and "runner sequential" in described, described
     summary = json.loads((run_dir / "maze_lab_run.json").read_text())
     assert proc.stdout.strip().splitlines()[-2] == (f"evaluation reward: final {summary['last_eval_reward']:.4g}, "
                                                     f"best {summary['best_eval_reward']:.4g} (epoch 1)")
@@ -187,6 +190,8 @@ def test_run_executes_a_notebook_into_a_run_directory(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith(f"maze-lab run: executing {REPO / 'notebooks' / 'train.ipynb'} -p n_epochs 2 ")
+    assert lines[1].startswith('maze-lab run: parameters env="gym_env", algorithm="ppo", ') and \
+        "n_epochs=2" in lines[1] and "seed=1234" in lines[1] and "run_dir" not in lines[1], lines[1]
     # it ends with what a user wants to know: rewards, where the notebook is, how to open it
     done, rewards, run_line, nb_line, open_line = lines[-5:]
     run_dir = tmp_path / run_line.removeprefix("run directory: ")

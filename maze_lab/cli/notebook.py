@@ -69,6 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     given = " ".join(f"-p {key} {value}" for key, value in (args.parameters or []))
     print(f"maze-lab run: executing {args.notebook}{' ' + given if given else ''} with papermill "
           f"(the notebook's output goes into the executed copy) ...", flush=True)
+    print(f"maze-lab run: parameters {_parameters_line(args.notebook, args.parameters or [])}", flush=True)
     started = time.monotonic()
     try:
         run_dir, executed = run_notebook(args.notebook, params, log_base_dir=args.log_base_dir,
@@ -96,3 +97,17 @@ def _run(args: argparse.Namespace) -> int:
     if url is not None:
         print(f"or in the JupyterLab that is running: {url}")
     return 0
+
+
+def _parameters_line(notebook: str, given: list[tuple[str, str]]) -> str:
+    """The notebook's parameters as the execution gets them: the values given, the notebook's defaults for the rest
+    (``run_dir`` and ``log_base_dir`` are chosen by the run)."""
+    from maze_lab.run.papermill_run import notebook_parameters
+
+    try:
+        values = dict(notebook_parameters(notebook))
+    except Exception:  # noqa: BLE001 - a notebook that cannot be read is reported by the execution itself
+        return ", ".join(f"{k}={v}" for k, v in given) or "(none given)"
+    values.update(dict(given))
+    return ", ".join(f"{k}={v}" for k, v in values.items() if k not in ("run_dir", "log_base_dir"))
+

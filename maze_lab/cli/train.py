@@ -53,6 +53,7 @@ def _train(args: argparse.Namespace) -> int:
     rc = RunContext(**components, overrides=overrides, experiment=experiment, config_module=args.config_module,
                     silent=args.silent, trust=args.trust)
     print(f"maze-lab train: {rc.training_plan()}", flush=True)
+    print(f"maze-lab train: {rc.describe()}", flush=True)
     if args.detach:
         handle = rc.train_async(detach=True)
         print(f"maze-lab train: detached; it trains on in a process of its own (its console: "

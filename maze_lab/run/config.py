@@ -531,6 +531,30 @@ def bounded_box_actions(cfg: DictConfig) -> bool | None:
                for h in heads)
 
 
+def describe_run(cfg: DictConfig, env_factory: Any = None) -> str:
+    """One line on what a run of ``cfg`` trains: env, algorithm, model, runner and seed (the start of a command
+    says what runs).
+
+    :param env_factory: the Python env factory the run was given instead of the env config, if any.
+    """
+    env = cfg.get("env") or {}
+    if env_factory is not None:
+        env_text = f"your env factory {getattr(env_factory, '__qualname__', type(env_factory).__name__)}"
+    elif env.get("name"):
+        env_text = f"{env.get('name')}"
+    else:
+        env_text = str(env.get("_target_", "?")).rsplit(".", 1)[-1]
+    algorithm = str(OmegaConf.select(cfg, "algorithm._target_", default="?")).rsplit(".", 1)[-1]
+    model = str(OmegaConf.select(cfg, "model._target_", default="?")).rsplit(".", 1)[-1]
+    runner = cfg.get("runner") or {}
+    envs = runner.get("n_workers") or runner.get("concurrency")
+    where = f"runner {runner.get('vector_env', '?')}" + (f" ({envs} envs)" if envs else "")
+    name = algorithm.removesuffix("AlgorithmConfig")
+    name = {"Impala": "IMPALA"}.get(name, name)
+    return (f"env {env_text}, algorithm {name}, model {model}, {where}, "
+            f"seed {cfg.get('seed')}")
+
+
 def training_plan(cfg: DictConfig, n_epochs: int | None = None, bounded_box: bool | None = None) -> str:
     """One line on how long a run of ``cfg`` trains: a number of epochs, or until early stopping or Ctrl-C.
 

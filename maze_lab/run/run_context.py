@@ -184,6 +184,12 @@ class RunContext:
         known = bool(built.bounded_box_changes) if built is not None else None
         return training_plan(self.config, n_epochs, bounded_box=known)
 
+    def describe(self) -> str:
+        """What the run trains, in one line: env, algorithm, model, runner and seed."""
+        from maze_lab.run.config import describe_run
+
+        return describe_run(self.config, env_factory=self._objects.get("env"))
+
     def _torch_threads(self, torch_threads: ThreadsArg) -> int | None:
         if torch_threads != FROM_CONFIG:
             return torch_threads
