@@ -174,14 +174,6 @@ def _plain_value(value: Any) -> Any:
     return value
 
 
-def parse_override_value(text: str) -> Any:
-    """A command-line value as Hydra reads it (see :func:`parse_override`); several values (``a,b``) are refused."""
-    key, values, sweep = parse_override(f"value={text}")
-    if sweep:
-        raise ConfigurationError(f"'{text}' is several values; quote it for one text value: '{text}'")
-    return values[0]
-
-
 def _type_name(value: Any) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), type(value).__name__)
 

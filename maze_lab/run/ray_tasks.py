@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from maze_lab.core.utils.factory import ConfigurationError
-from maze_lab.distributed.ray_runtime import RayConnectionError, ensure_ray, import_ray  # noqa: F401 - part of this API
+from maze_lab.distributed.ray_runtime import ensure_ray, import_ray
 
 LAUNCHERS = ("local", "ray")
 """How the runs of a grid are executed: local worker processes, or Ray tasks."""
