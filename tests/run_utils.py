@@ -49,3 +49,45 @@ def stop_if_live(run_dir: Path | None) -> None:
             run.stop(timeout=60)
         except Exception:  # noqa: BLE001 - e.g. it died meanwhile
             pass
+
+
+def run_in_terminal(*args: str, cwd: Path, timeout: float = 300, columns: int = 120) -> tuple[int, str]:
+    """The ``maze-lab`` command with a pseudo-terminal as its stdin, stdout and stderr, as a user runs it in a
+    terminal ``columns`` wide; returns its exit code and everything the terminal received (carriage returns
+    kept)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    proc = subprocess.Popen([*maze_lab_command(), *args], cwd=cwd, stdin=follower, stdout=follower, stderr=follower,
+                            close_fds=True)
+    os.close(follower)
+    received = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 1.0)
+            if ready:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # the command ended and closed its side of the terminal
+                    break
+                if not chunk:
+                    break
+                received += chunk
+            elif proc.poll() is not None:
+                break
+        else:
+            proc.kill()
+            raise TimeoutError(f"maze-lab {' '.join(args)} ran past {timeout} s; it printed: "
+                               f"{received.decode(errors='replace')[-2000:]}")
+        return proc.wait(timeout=60), received.decode(errors="replace")
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()

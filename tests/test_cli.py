@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -122,7 +123,10 @@ def test_train_writes_a_complete_run_directory(trained: tuple[subprocess.Complet
                  "checkpoints/state_dict_best.pt", "model_graphs/policy_0.svg", "model_graphs/critic_0.svg"):
         assert (run_dir / name).is_file(), name
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
-    assert "ActorCriticEvents" in proc.stdout  # headless console statistics
+    # one concise line per epoch (the statistics tables only with --verbose)
+    assert re.search(r"^epoch 1/1  steps \d+ +reward \S+ +eval \S+ +pi_loss ", proc.stdout, re.MULTILINE), \
+        proc.stdout
+    assert "ActorCriticEvents" not in proc.stdout
     from maze_lab.run.runs import load_run
 
     run = load_run(run_dir)
@@ -407,7 +411,7 @@ def test_train_without_n_epochs_says_how_long_and_stops_on_ctrl_c(tmp_path: Path
         assert first.strip() == ("maze-lab train: no n_epochs given and algorithm.patience=0: training until you "
                                  "stop it with Ctrl-C (the last checkpoint stays); set n_epochs=N to end by itself")
         run_dir = Path(out.wait_for("maze-lab train: run directory ").split("run directory ", 1)[1].strip())
-        out.wait_for("ActorCriticEvents")  # the console table of the first epoch: training is under way
+        out.wait_for("epoch 1  steps ")  # the line of the first epoch: training is under way
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 130
     finally:

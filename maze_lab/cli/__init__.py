@@ -76,7 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="group=option or dotted.key=value")
     train.add_argument("--experiment", help="experiment file (config group 'experiment')")
     train.add_argument("--config-module", action="append", help="importable package with your own config groups")
-    train.add_argument("--silent", action="store_true", help="no console statistics tables")
+    train.add_argument("--silent", action="store_true", help="nothing on the console while training (no epoch "
+                                                                "lines, no progress bar)")
+    train.add_argument("--verbose", "-v", action="store_true",
+                       help="the full statistics tables of every epoch besides the epoch lines")
     train.add_argument("--threads", type=int, default=None,
                        help="torch threads while training (default: the config's torch_threads, 1)")
     train.add_argument("--trust", action="append", metavar="MODULE",

@@ -60,6 +60,7 @@ def running_lab_url(path: Path) -> str | None:
 def _run(args: argparse.Namespace) -> int:
     from maze_lab.run.notebook_batch import is_batch_command, run_batch_command
     from maze_lab.run.papermill_run import NotebookRunError, parse_parameter, run_notebook
+    from maze_lab.run.progress import is_terminal
 
     if is_batch_command(args):  # -p key a,b,c, --jobs or --ray: one execution per combination
         return run_batch_command(args)
@@ -72,8 +73,9 @@ def _run(args: argparse.Namespace) -> int:
     print(f"maze-lab run: parameters {_parameters_line(args.notebook, args.parameters or [])}", flush=True)
     started = time.monotonic()
     try:
+        # papermill's bar over the cells where a terminal watches
         run_dir, executed = run_notebook(args.notebook, params, log_base_dir=args.log_base_dir,
-                                         kernel_name=args.kernel)
+                                         kernel_name=args.kernel, progress_bar=is_terminal(sys.stderr))
     except FileNotFoundError as err:
         raise BadInput(str(err)) from err
     except NotebookRunError as err:

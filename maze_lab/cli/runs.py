@@ -71,21 +71,31 @@ def _control(args: argparse.Namespace) -> int:
 
 # ---- rollout -------------------------------------------------------------------------------------------------
 def _rollout(args: argparse.Namespace) -> int:
+    from maze_lab.run.progress import CountProgress
     from maze_lab.run.runs import load_run
 
     run = load_run(args.run_dir, trust=args.trust)
     try:
         if not args.no_record:
             run.checked_trajectory_dir()  # episodes go only into the run (never through a symlink leading out)
-        if args.workers != 1 or args.ray:  # episodes split over processes or Ray tasks, seeded as in one process
-            from maze_lab.train.ray_rollouts import rollout_loaded_run
+        with CountProgress(args.episodes, "rollout", "episode") as progress:
+            if args.workers != 1 or args.ray:  # episodes split over processes or Ray tasks, seeded as in one process
+                from maze_lab.train.ray_rollouts import rollout_loaded_run
 
-            result = rollout_loaded_run(run, args.episodes, args.workers, backend="ray" if args.ray else "processes",
-                                        which=args.which, deterministic=not args.sample, seed=args.seed,
-                                        record_trajectory=not args.no_record, address=args.address)
-        else:
-            result = run.rollout(n_episodes=args.episodes, which=args.which, deterministic=not args.sample,
-                                 seed=args.seed, record_trajectory=not args.no_record)
+                result = rollout_loaded_run(run, args.episodes, args.workers,
+                                            backend="ray" if args.ray else "processes", which=args.which,
+                                            deterministic=not args.sample, seed=args.seed,
+                                            record_trajectory=not args.no_record, address=args.address,
+                                            on_episodes=progress.advance)
+            else:
+                rewards: list[float] = []
+
+                def episode_done(reward: float, length: int) -> None:
+                    rewards.append(reward)
+                    progress.advance(1, f"last {reward:.4g} ({length} steps), mean {sum(rewards) / len(rewards):.4g}")
+
+                result = run.rollout(n_episodes=args.episodes, which=args.which, deterministic=not args.sample,
+                                     seed=args.seed, record_trajectory=not args.no_record, on_episode=episode_done)
     except (FileNotFoundError, ValueError) as err:
         raise BadInput(str(err)) from err
     except _run_fault_types() as err:  # e.g. a full disk: the episodes written before are kept

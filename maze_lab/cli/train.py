@@ -51,7 +51,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.threads is not None:
         overrides["torch_threads"] = args.threads
     rc = RunContext(**components, overrides=overrides, experiment=experiment, config_module=args.config_module,
-                    silent=args.silent, trust=args.trust)
+                    silent=args.silent, verbose=args.verbose, trust=args.trust)
     print(f"maze-lab train: {rc.training_plan()}", flush=True)
     print(f"maze-lab train: {rc.describe()}", flush=True)
     if args.detach:

@@ -33,7 +33,8 @@ _children: list[subprocess.Popen] = []
 
 
 def start_detached(config: dict[str, Any], objects: dict[str, Any], run_dir: Path, n_epochs: int | None,
-                   torch_threads: int | None, silent: bool = True, previous: str = "none") -> int:
+                   torch_threads: int | None, silent: bool = True, previous: str = "none",
+                   verbose: bool = False) -> int:
     """Start a detached run of the composed ``config`` into ``run_dir``; returns the pid of its process."""
     import cloudpickle
 
@@ -47,6 +48,7 @@ def start_detached(config: dict[str, Any], objects: dict[str, Any], run_dir: Pat
     started = time.time()
     payload = pickle.dumps({"config": config, "objects": body, "run_dir": str(run_dir), "n_epochs": n_epochs,
                             "torch_threads": torch_threads, "silent": silent, "previous": previous,
+                            "verbose": verbose,
                             "sys_path": [p for p in sys.path if isinstance(p, str)], "accept_since": started})
     run = RunDirectory(run_dir)
     run.write_summary(status="starting", mode="detached", created=time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -93,7 +95,8 @@ def _main() -> int:
         from maze_lab.run.run_context import _Run, _set_torch_threads_of_this_thread
 
         objects = pickle.loads(payload["objects"])  # noqa: S301 - our parent's own objects, through a pipe
-        run = _Run(OmegaConf.create(payload["config"]), objects, run_dir, payload["silent"], payload["previous"])
+        run = _Run(OmegaConf.create(payload["config"]), objects, run_dir, payload["silent"], payload["previous"],
+                   verbose=payload.get("verbose", False))
     except BaseException as err:
         RunDirectory(run_dir).write_summary(status="failed", error="".join(traceback.format_exception(err)),
                                             reason=" ".join(f"{type(err).__name__}: {err}".split())[:1000],

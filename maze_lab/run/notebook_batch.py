@@ -137,8 +137,17 @@ def run_notebook_batch(notebook: str | Path, parameters: Mapping[str, Any], n_jo
     # every execution in a worker process (one at a time for n_jobs=1): an interrupted batch ends its kernels cleanly
     run = run_as_ray_tasks if backend == "ray" else run_in_processes
     options = {"address": address} if backend == "ray" else {}
-    results = run(execute_batch_item, jobs, n_jobs, run_dir_of=run_dir_of, what="batch", group=f"batch:{batch_id}",
-                  **options)
+    from maze_lab.run.progress import CountProgress
+
+    failed = [0]
+
+    def on_done(_index: int, result: Any) -> None:
+        failed[0] += int(isinstance(result, JobLost) or bool(result.get("error")))
+        progress.advance(1, f"{failed[0]} failed" if failed[0] else None)
+
+    with CountProgress(len(jobs), "batch", "execution") as progress:
+        results = run(execute_batch_item, jobs, n_jobs, run_dir_of=run_dir_of, what="batch",
+                      group=f"batch:{batch_id}", on_done=on_done, **options)
     results = [_lost(job, str(r)) if isinstance(r, JobLost) else r for job, r in zip(jobs, results, strict=True)]
     rows = [_batch_row(result["run_dir"], swept, job[1], index, result["error"], result["executed"])
             for index, (job, result) in enumerate(zip(jobs, results, strict=True))]

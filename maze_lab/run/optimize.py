@@ -937,11 +937,8 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
         if ray_started:  # started here: shut down at the end (an initialised Ray is the caller's)
             stack.callback(_shutdown_ray)
         study_path = _study_directory(study_path)
-        say = (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))  # noqa: E731
+        say = (lambda *a, **k: None) if quiet else _say_above_bar  # noqa: E731
 
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         with _study_lock(study_path):
             study_name = f"optimize-{spec.name}"
             storage, study = _open_study(study_path, study_name, spec)
@@ -1000,6 +997,21 @@ def _fail_stale_trials(study: Any, say: Any) -> None:
         say(f"maze-lab optimize: trial {t.number} was left running by an interrupted optimize: marked failed")
 
 
+def _best_note(study: Any) -> str | None:
+    """``best 195.5 (trial 3)`` beside the bar, where a trial completed."""
+    try:
+        best = study.best_trial
+    except ValueError:  # no completed trial yet
+        return None
+    return f"best {best.value:g} (trial {best.number})"
+
+
+def _say_above_bar(text: str) -> None:
+    from maze_lab.run.progress import print_line
+
+    print_line(text)
+
+
 def _run_trials(study: Any, spec: SearchSpace, missing: int, n_jobs: int, backend: str,
                 address: str | None, study_dir: Path, job_base: dict[str, Any], say: Any) -> list[int]:
     """Ask for ``missing`` trials, run them ``n_jobs`` at a time and tell the study their results."""
@@ -1029,6 +1041,9 @@ def _run_trials(study: Any, spec: SearchSpace, missing: int, n_jobs: int, backen
     in_flight: dict[Any, Path] = {}  # trial -> run directory, from its start until the study was told its result
     ran: list[int] = []
     launched = 0
+    from maze_lab.run.progress import CountProgress
+
+    progress = CountProgress(missing, "optimize", "trial", enabled=say is _say_above_bar)
     try:
         while launched < missing or pending:
             while launched < missing and len(pending) < n_jobs:
@@ -1055,6 +1070,7 @@ def _run_trials(study: Any, spec: SearchSpace, missing: int, n_jobs: int, backen
                 say(f"maze-lab optimize: trial {trial.number} {result['state']}"
                     + (f": {value:g}" if value is not None else "")
                     + (f" ({result['error']})" if result.get("error") else ""))
+                progress.advance(1, _best_note(study))
     except BaseException as err:  # Ctrl-C or an error of the driver: what was running did not finish
         cause = interrupt_cause(err)
         reason = f"interrupted ({cause}) while its study ran"
@@ -1072,6 +1088,7 @@ def _run_trials(study: Any, spec: SearchSpace, missing: int, n_jobs: int, backen
                                   cause, f"study:{job_base['study_name']}", len(in_flight)) from err
         raise
     finally:
+        progress.close()
         executor.close()
         if proxy is not None:
             with contextlib.suppress(Exception):
@@ -1199,8 +1216,13 @@ def _optimize_command(args: Any) -> int:
         raise ConfigurationError("--address names a Ray cluster: add --ray")
     components, overrides = parse_cli_overrides(args.overrides)
     experiment = components.pop("experiment", None)
+    import optuna
+
     from maze_lab.run.commands import interrupt_once, report_interrupted
 
+    # the command's own process: optuna's notice per trial repeats the lines maze-lab prints (a library call of
+    # optimize() leaves optuna's logging as the application set it)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     start = time.perf_counter()
     # Ctrl-C or SIGTERM: no further trial, the trials in flight stopped and recorded interrupted, one line
     with interrupt_once() as caught:

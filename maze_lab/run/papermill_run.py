@@ -172,7 +172,7 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
 
 def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = None,
                  log_base_dir: str | Path | None = None, kernel_name: str | None = None,
-                 summary_fields: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
+                 summary_fields: Mapping[str, Any] | None = None, progress_bar: bool = False) -> tuple[Path, Path]:
     """Execute ``notebook`` with papermill into a new run directory; returns ``(run_dir, executed_notebook)``.
 
     :param notebook: a notebook with a cell tagged ``parameters``.
@@ -182,6 +182,7 @@ def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = No
         (``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``, see ``maze_lab.run.run_dir``).
     :param kernel_name: the Jupyter kernel (default: the one named in the notebook's metadata).
     :param summary_fields: more fields for the run's summary, written when the directory is made (a batch's id).
+    :param progress_bar: papermill's progress bar over the notebook's cells (on stderr).
     :raises NotebookRunError: a cell raised (the message carries the cell's traceback).
     :raises ConfigurationError: a parameter the notebook does not declare, or a value that is not a plain Python
         literal (see :func:`check_parameter`); nothing is made or run then.
@@ -220,7 +221,7 @@ def run_notebook(notebook: str | Path, parameters: Mapping[str, Any] | None = No
         # the kernel's own log (a warning about unencrypted local TCP on every start) is noise for a notebook run;
         # errors still show, and everything the cells print is in the executed notebook
         pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=kernel_name,
-                            progress_bar=False, log_output=False,
+                            progress_bar=progress_bar, log_output=False,
                             extra_arguments=["--IPKernelApp.log_level=ERROR"])
     except PapermillExecutionError as err:
         tb = _ANSI.sub("", "\n".join(err.traceback))

@@ -75,7 +75,7 @@ class RunsInterrupted(KeyboardInterrupt):
 def run_as_ray_tasks(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], n_jobs: int,
                      address: str | None = None, num_cpus_per_task: float = 1,
                      run_dir_of: Callable[[int], Path | None] | None = None, what: str = "jobs",
-                     group: str | None = None) -> list[Any]:
+                     group: str | None = None, on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
     """Call ``func(*args)`` for each ``args`` of ``jobs`` as a Ray task, at most ``n_jobs`` at a time; returns the
     results in the order of ``jobs``, with a :class:`RayTaskFailed` in place of a task that ended without one.
 
@@ -91,6 +91,7 @@ def run_as_ray_tasks(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], 
     :param run_dir_of: the run directory of job ``index`` where it has one yet (None: none).
     :param what: what the jobs are, for the reasons recorded (``batch``, ``sweep``).
     :param group: the runs' group (``batch:<id>``), carried by :class:`RunsInterrupted`.
+    :param on_done: called with the index and the result of each job as it ends (a progress bar).
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ConfigurationError(f"n_jobs must be an int >= 1 (Ray tasks in flight at once), got {n_jobs!r}")
@@ -113,6 +114,8 @@ def run_as_ray_tasks(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], 
                 except Exception as err:  # noqa: BLE001 - a lost task is one failed run, the others go on
                     results[index] = RayTaskFailed(f"Ray task {index} ended without a result: "
                                                    f"{type(err).__name__}: {' '.join(str(err).split())[:2000]}")
+                if on_done is not None:
+                    on_done(index, results[index])
     except BaseException as err:  # Ctrl-C (or a failure of Ray itself): the tasks in flight are ended
         refs = list(pending)
 
@@ -135,14 +138,14 @@ def _call(func: Callable[..., Any], *args: Any) -> Any:
 # ---- local worker processes ----------------------------------------------------------------------------------------
 def run_in_processes(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], n_jobs: int,
                      run_dir_of: Callable[[int], Path | None] | None = None, what: str = "jobs",
-                     group: str | None = None) -> list[Any]:
+                     group: str | None = None, on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
     """Call ``func(*args)`` for each ``args`` of ``jobs`` in ``n_jobs`` local worker processes (see
     :class:`WorkerProcesses`); returns the results in the order of ``jobs``, with a :class:`JobLost` in place of a job
     whose worker died. ``func``, the arguments and the results are pickled (``func`` by reference).
 
     Interrupted, no further job starts, the runs of the jobs in flight are stopped and recorded ``interrupted``
     (:func:`interrupt_runs`; the workers are killed) and :class:`RunsInterrupted` is raised; the parameters
-    ``run_dir_of``, ``what`` and ``group`` are those of :func:`run_as_ray_tasks`.
+    ``run_dir_of``, ``what``, ``group`` and ``on_done`` are those of :func:`run_as_ray_tasks`.
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ConfigurationError(f"n_jobs must be an int >= 1 (worker processes), got {n_jobs!r}")
@@ -164,6 +167,8 @@ def run_in_processes(func: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], 
                     results[index] = err
                 except Exception as err:  # noqa: BLE001 - so is a job that raised
                     results[index] = JobLost(f"{type(err).__name__}: {' '.join(str(err).split())[:2000]}")
+                if on_done is not None:
+                    on_done(index, results[index])
     except BaseException as err:
         _interrupted(err, sorted(pending.values()), len(queue), run_dir_of, pool.kill, what, group)
     finally:
@@ -588,10 +593,12 @@ def portable_error(err: BaseException, fallback: type[Exception] = RuntimeError)
 
 def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_jobs: int,
                                address: str | None = None, summaries: Sequence[dict] | None = None,
-                               group: str | None = None) -> list[tuple[Path, BaseException | None]]:
+                               group: str | None = None, on_done: Callable[[int, Any], None] | None = None
+                               ) -> list[tuple[Path, BaseException | None]]:
     """Train each composed config (plain dicts) as a Ray task (``run_context.train_config_in_worker``, as local
     grid workers do), ``n_jobs`` at a time; returns per config its run directory and its error (None where it
-    trained). ``summaries``: per config, fields for its run's summary (the sweep id and index).
+    trained). ``summaries``: per config, fields for its run's summary (the sweep id and index); ``on_done``: see
+    :func:`run_as_ray_tasks`.
 
     The run directories are made here, before the tasks start, so that a task whose worker dies still has its run
     directory, which is then marked ``failed`` with the reason. Interrupted, the runs in flight are recorded
@@ -609,7 +616,8 @@ def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_
         results = run_as_ray_tasks(train_config_in_worker,
                                    [(cfg, n_epochs, str(path), summary) for cfg, path, summary in
                                     zip(configs, run_dirs, summaries, strict=True)], n_jobs, address,
-                                   run_dir_of=lambda index: run_dirs[index], what="sweep", group=group)
+                                   run_dir_of=lambda index: run_dirs[index], what="sweep", group=group,
+                                   on_done=on_done)
     except BaseException:
         for path in run_dirs:  # a run that never started leaves no empty directory behind (rmdir: only empty ones)
             with contextlib.suppress(OSError):

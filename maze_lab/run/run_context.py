@@ -64,7 +64,9 @@ class RunContext:
     :param config_module: importable package(s) with your own config groups.
     :param run_dir: where to write the run (default ``<log_base_dir>/<experiment_name>/<timestamp>``; ``log_base_dir``
         defaults to ``$MAZE_LAB_OUTPUTS``, else ``<project root>/outputs``, see ``maze_lab.run.run_dir``).
-    :param silent: no console statistics tables.
+    :param silent: nothing on the console while training (no epoch lines, no progress bar).
+    :param verbose: the full statistics tables of every epoch on the console besides the epoch lines (the
+        statistics always go to the run directory and TensorBoard).
     :param multirun: treat list values in ``overrides`` as a grid (one run per combination).
     :param n_jobs: for grids: runs in parallel worker processes (Ray tasks in flight with ``launcher="ray"``).
     :param launcher: for grids: ``local`` (worker processes of this machine) or ``ray`` (each run a Ray task, see
@@ -83,7 +85,7 @@ class RunContext:
                  experiment: str | None = None, config_module: str | list[str] | None = None,
                  run_dir: str | Path | None = None, silent: bool = False, multirun: bool = False, n_jobs: int = 1,
                  trust: Iterable[str] | str | None = None, overwrite: bool = False, launcher: str = "local",
-                 ray_address: str | None = None):
+                 ray_address: str | None = None, verbose: bool = False):
         components = {"env": env, "wrappers": wrappers, "model": model, "critic": critic, "algorithm": algorithm,
                       "runner": runner}
         self._objects = {k: v for k, v in components.items() if _is_object(v)}
@@ -95,6 +97,7 @@ class RunContext:
         self._config_modules = [config_module] if isinstance(config_module, str) else list(config_module or [])
         self._experiment = experiment
         self.silent = silent
+        self.verbose = verbose
         self.multirun = multirun
         self.n_jobs = n_jobs
         from maze_lab.run.ray_tasks import LAUNCHERS
@@ -143,7 +146,8 @@ class RunContext:
             raise ConfigurationError("this RunContext is a grid (multirun=True): use train() for all runs, or "
                                      "index rc.runs after training")
         if self._run is None:
-            self._run = _Run(self.config, self._objects, self._requested_run_dir, self.silent, self._previous)
+            self._run = _Run(self.config, self._objects, self._requested_run_dir, self.silent, self._previous,
+                             verbose=self.verbose)
             self.runs = [self._run]
         return self._run
 
@@ -256,7 +260,7 @@ class RunContext:
         path = self._requested_run_dir or new_run_dir(cfg.log_base_dir, cfg.experiment_name)
         path.mkdir(parents=True, exist_ok=True)
         start_detached(OmegaConf.to_container(cfg), dict(self._objects), path, n_epochs, torch_threads,
-                       silent=self.silent, previous=self._previous)
+                       silent=self.silent, previous=self._previous, verbose=self.verbose)
         self.detached_runs.append(path)
         return AttachedRun(path)
 
@@ -370,18 +374,43 @@ class RunContext:
             raise ConfigurationError("parallel grid runs need config-only components (names or dicts); objects "
                                      f"{sorted(self._objects)} cannot be sent to worker processes or Ray tasks. "
                                      f"Use n_jobs=1 (launcher='local').")
-        run_dirs: list[Path] = []
-        failures: list[tuple[Path, BaseException]] = []
         # the runs of one grid share a sweep id in their summaries: `maze-lab runs` lists them as one group
         sweep_id = f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         summaries = [{"sweep_id": sweep_id, "sweep_index": i, "sweep_size": len(self.configs)}
                      for i in range(len(self.configs))]
         group = f"sweep:{sweep_id}"
+        from maze_lab.run.progress import CountProgress
+
+        with CountProgress(len(self.configs), "sweep", "run") as progress:
+            run_dirs, failures = self._train_grid_runs(n_epochs, sweep_id, summaries, group, progress)
+        self.failures = failures
+        if failures and len(failures) == len(self.configs):
+            raise failures[0][1]  # every run failed (a configuration error, typically): the first one's error
+        table = compare_runs(run_dirs, params=self.grid_keys)
+        for key in self.grid_keys:
+            if key in GROUPS:  # the option name, not the composed group config
+                table[key] = [overrides[key] for overrides in self.grid]
+        return table
+
+    def _train_grid_runs(self, n_epochs: int | None, sweep_id: str, summaries: list[dict[str, Any]], group: str,
+                         progress: Any) -> tuple[list[Path], list[tuple[Path, BaseException]]]:
+        """Train the grid's runs (Ray tasks, local worker processes or one after the other in this process); returns
+        their run directories and the failures. ``progress`` advances as each run ends."""
+        run_dirs: list[Path] = []
+        failures: list[tuple[Path, BaseException]] = []
+        counts = {"failed": 0}
+
+        def on_done(_index: int, result: Any) -> None:
+            failed = isinstance(result, BaseException) or (isinstance(result, tuple) and result[1] is not None)
+            counts["failed"] += int(failed)
+            progress.advance(1, f"{counts['failed']} failed" if counts["failed"] else None)
+
         if self.launcher == "ray":
             from maze_lab.run.ray_tasks import train_configs_as_ray_tasks
 
             for path, error in train_configs_as_ray_tasks([OmegaConf.to_container(c) for c in self.configs],
-                                                          n_epochs, self.n_jobs, self.ray_address, summaries, group):
+                                                          n_epochs, self.n_jobs, self.ray_address, summaries, group,
+                                                          on_done=on_done):
                 run_dirs.append(path)
                 if error is not None:
                     failures.append((path, error))
@@ -395,7 +424,8 @@ class RunContext:
             results = run_in_processes(train_config_in_worker,
                                        [(OmegaConf.to_container(c), n_epochs, None, summary)
                                         for c, summary in zip(self.configs, summaries, strict=True)],
-                                       self.n_jobs, run_dir_of=run_dir_of, what="sweep", group=group)
+                                       self.n_jobs, run_dir_of=run_dir_of, what="sweep", group=group,
+                                       on_done=on_done)
             for index, result in enumerate(results):
                 if isinstance(result, JobLost):  # its worker died: the run (where one was made) is marked failed
                     path = run_dir_of(index)
@@ -408,11 +438,13 @@ class RunContext:
                     failures.append((Path(path) if path is not None else None, error))
         else:
             for index, (cfg, summary) in enumerate(zip(self.configs, summaries, strict=True)):
-                run = _Run(cfg, self._objects, None, self.silent, summary=summary)
+                run = _Run(cfg, self._objects, None, self.silent, summary=summary, verbose=self.verbose)
                 self.runs.append(run)
+                error: BaseException | None = None
                 try:
                     run.train(n_epochs)
                 except Exception as err:  # noqa: BLE001 - one failed run does not end the grid; its summary says why
+                    error = err
                     failures.append((run.run_directory.path, err))
                 except KeyboardInterrupt as err:  # the run recorded `interrupted`; the grid ends here
                     from maze_lab.run.ray_tasks import RunsInterrupted, interrupt_cause
@@ -426,14 +458,8 @@ class RunContext:
                 finally:
                     run.close()
                 run_dirs.append(run.run_directory.path)
-        self.failures = failures
-        if failures and len(failures) == len(self.configs):
-            raise failures[0][1]  # every run failed (a configuration error, typically): the first one's error
-        table = compare_runs(run_dirs, params=self.grid_keys)
-        for key in self.grid_keys:
-            if key in GROUPS:  # the option name, not the composed group config
-                table[key] = [overrides[key] for overrides in self.grid]
-        return table
+                on_done(index, (run.run_directory.path, error))
+        return run_dirs, failures
 
 
 def _check_n_epochs(n_epochs: Any) -> None:
@@ -597,7 +623,8 @@ class _Run:
     """Builds and owns the parts of one run: envs, model, trainer, writers, run directory."""
 
     def __init__(self, config: DictConfig, objects: dict[str, Any], run_dir: Path | None, silent: bool,
-                 previous: Literal["none", "continue", "replace"] = "none", summary: dict[str, Any] | None = None):
+                 previous: Literal["none", "continue", "replace"] = "none", summary: dict[str, Any] | None = None,
+                 verbose: bool = False):
         if "algorithm" in objects:
             # the run trains with the root seed and n_epochs as a name or a dict would, and records what it used
             algorithm = run_algorithm_object(objects["algorithm"], config)
@@ -608,6 +635,7 @@ class _Run:
         self.config = config
         self.objects = objects
         self.silent = silent
+        self.verbose = verbose and not silent
         cfg = config
         path = run_dir if run_dir is not None else new_run_dir(cfg.log_base_dir, cfg.experiment_name)
         path.mkdir(parents=True, exist_ok=True)
@@ -685,6 +713,7 @@ class _Run:
         import torch
 
         from maze_lab.core.log_stats.writers import ConsoleWriter, TensorBoardWriter
+        from maze_lab.run.progress import AboveBar
         from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
         from maze_lab.train.vector_env import SequentialVectorEnv, SubprocVectorEnv
 
@@ -693,8 +722,8 @@ class _Run:
         self.run_directory.write_summary(versions=versions())
         torch.manual_seed(int(cfg.seed))
         writers = [self.store, TensorBoardWriter(self.run_directory.tensorboard_dir)]
-        if not self.silent:
-            writers.append(ConsoleWriter())
+        if self.verbose:  # the full statistics tables, above the progress bar
+            writers.append(ConsoleWriter(stream=AboveBar()))
         self.writers = writers
         venv_cls = {"sequential": SequentialVectorEnv, "subprocess": SubprocVectorEnv}.get(runner.vector_env)
         if venv_cls is None and runner.vector_env not in ("ray", "processes"):
@@ -862,7 +891,8 @@ class _Run:
             with self._status_lock:
                 if self._stop_early:
                     trainer.request_stop()  # asked for while the run was being built: honoured before any update
-            trainer.train(n_epochs)
+            with self._progress(trainer, trainer.epoch + planned if planned else None, mode):
+                trainer.train(n_epochs)
             self.store.flush()  # a run whose statistics could not be saved has failed
             status, reason = final_status(trainer.stop_reason)
         except KeyboardInterrupt:
@@ -891,6 +921,24 @@ class _Run:
                 self._ended = True
                 run_dir.write_summary(**fields)
             owner.close()
+
+    @contextlib.contextmanager
+    def _progress(self, trainer: Any, target_epoch: int | None, mode: str) -> Iterator[None]:
+        """One line per epoch and a progress bar while ``trainer`` trains: for a blocking run (a terminal, a notebook
+        cell) and in a detached run's console log (lines only); a run in a kernel's background thread shows its
+        progress in the cockpit instead, and a silent run shows nothing."""
+        if self.silent or mode == "in-kernel":
+            yield
+            return
+        from maze_lab.run.progress import EpochProgress
+
+        progress = EpochProgress(trainer.epoch, target_epoch, int(trainer.env_steps), bar=mode == "process")
+        trainer.callbacks.append(progress)
+        try:
+            yield
+        finally:
+            trainer.callbacks.remove(progress)
+            progress.close()
 
     def request(self, action: str) -> Any:
         """Carry out a request to this run (``pause``, ``resume``, ``stop``, ``checkpoint``) from any thread, and

@@ -278,11 +278,12 @@ class LoadedRun:
         return _to_numpy(stats) if stats else None
 
     def rollout(self, n_episodes: int = 1, which: str = "best", deterministic: bool = True,
-                seed: int | None = None, record_trajectory: bool = True, record_frames: bool | None = None) -> Any:
+                seed: int | None = None, record_trajectory: bool = True, record_frames: bool | None = None,
+                on_episode: Any = None) -> Any:
         """Roll out the run's ``best`` or ``last`` policy on its env; episodes are recorded into the run's
         ``trajectories/`` directory (open them with ``TrajectoryViewer(run.directory.trajectory_dir)``), with the
         env's RGB frames where ``record_frames`` (None: where the env renders frames and has no renderer that can
-        redraw a recorded state)."""
+        redraw a recorded state). ``on_episode(reward, length)`` is called as each episode ends."""
         from maze_lab.core.rollout import SequentialRolloutRunner
 
         if record_trajectory:
@@ -290,7 +291,8 @@ class LoadedRun:
         runner = SequentialRolloutRunner(self.env_factory().build_env, self.policy(which), n_episodes,
                                          record_trajectory=record_trajectory,
                                          trajectory_dir=self.directory.trajectory_dir, deterministic=deterministic,
-                                         seed=seed, writers=[], record_frames=record_frames)
+                                         seed=seed, writers=[], record_frames=record_frames,
+                                         on_episode=on_episode)
         result = runner.run()
         self.directory.write_summary(last_rollout={"episodes": n_episodes, "policy": which,
                                                    "deterministic": deterministic,

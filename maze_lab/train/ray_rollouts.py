@@ -539,7 +539,8 @@ def split_episodes(n_episodes: int, n_workers: int) -> list[tuple[int, int]]:
 def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: int, n_workers: int,
                      backend: str = "processes", deterministic: bool = True, seed: int | None = None,
                      record_trajectory: bool = True, trajectory_dir: str | Path = "trajectory_data",
-                     record_frames: bool | None = None, address: str | None = None) -> Any:
+                     record_frames: bool | None = None, address: str | None = None,
+                     on_episodes: Callable[[int], None] | None = None) -> Any:
     """Roll out ``policy`` for ``n_episodes`` split over ``n_workers`` local processes (``backend="processes"``) or
     Ray tasks (``backend="ray"``); returns the RolloutResult of a SequentialRolloutRunner over all episodes.
 
@@ -549,6 +550,7 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
     episode), so they differ from the sequential rollout's.
 
     :param address: for ``backend="ray"``: the cluster to join (None: a local Ray, or the one already initialized).
+    :param on_episodes: called with the number of episodes a worker ran as its part comes back (a progress bar).
     """
     from maze_lab.core.rollout.sequential import RolloutResult
 
@@ -578,6 +580,8 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
                     parts.append(ray.get(ref))
                 except ray.exceptions.RayError as err:
                     raise RayWorkerError(f"rollout worker {w} (Ray task) failed:\n{err}") from err
+                if on_episodes is not None:
+                    on_episodes(len(parts[-1].episode_rewards))
         finally:
             if started:
                 ray.shutdown()
@@ -586,7 +590,11 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=len(payloads), mp_context=mp.get_context("spawn")) as pool:
-            parts = list(pool.map(_run_job, payloads))
+            parts = []
+            for part in pool.map(_run_job, payloads):
+                parts.append(part)
+                if on_episodes is not None:
+                    on_episodes(len(part.episode_rewards))
     result = RolloutResult(stats={})
     aggregator = EpochStatsAggregator()
     for part in parts:
@@ -603,7 +611,8 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
 
 def rollout_loaded_run(run: Any, n_episodes: int, n_workers: int, backend: str = "processes", which: str = "best",
                        deterministic: bool = True, seed: int | None = None, record_trajectory: bool = True,
-                       record_frames: bool | None = None, address: str | None = None) -> Any:
+                       record_frames: bool | None = None, address: str | None = None,
+                       on_episodes: Callable[[int], None] | None = None) -> Any:
     """``LoadedRun.rollout`` over ``n_workers`` processes or Ray tasks (``maze-lab rollout RUN --workers N``):
     the run's ``which`` policy on its env, episodes recorded into the run's ``trajectories/`` (refused before anything
     is built where it leads out of the run)."""
@@ -612,7 +621,7 @@ def rollout_loaded_run(run: Any, n_episodes: int, n_workers: int, backend: str =
     result = parallel_rollout(run.env_factory().build_env, run.policy(which), n_episodes, n_workers, backend=backend,
                               deterministic=deterministic, seed=seed, record_trajectory=record_trajectory,
                               trajectory_dir=run.directory.trajectory_dir, record_frames=record_frames,
-                              address=address)
+                              address=address, on_episodes=on_episodes)
     run.directory.write_summary(last_rollout={"episodes": n_episodes, "policy": which, "deterministic": deterministic,
                                               "mean_reward": result.mean_reward, "workers": n_workers,
                                               "backend": backend})

@@ -77,13 +77,15 @@ class SequentialRolloutRunner:
         :class:`~maze_lab.core.trajectory.recorder.TrajectoryRecordingWrapper`); None (default) does where the
         env renders RGB frames and its renderer cannot redraw recorded states (plain Gymnasium envs such as
         CartPole), so a trajectory viewer can show them; False never, True insists.
+    :param on_episode: called with the reward and the length of each episode as it ends (a progress bar).
     """
 
     def __init__(self, env_factory: Callable[[], Any], policy: Policy, n_episodes: int,
                  max_episode_steps: int | None = None, record_trajectory: bool = True,
                  trajectory_dir: str | Path = "trajectory_data", deterministic: bool = False,
                  seed: int | None = None, logging_prefix: str | None = "rollout",
-                 writers: list[LogStatsWriter] | None = None, record_frames: bool | None = None):
+                 writers: list[LogStatsWriter] | None = None, record_frames: bool | None = None,
+                 on_episode: Callable[[float, int], None] | None = None):
         if not callable(env_factory):
             raise TypeError(f"env_factory must be a callable returning an env, got {type(env_factory).__name__}")
         if not hasattr(policy, "compute_action"):
@@ -101,6 +103,7 @@ class SequentialRolloutRunner:
         self.logging_prefix = logging_prefix
         self.writers = writers
         self.record_frames = record_frames
+        self.on_episode = on_episode
         self.env: Any = None
         """The env of the last :meth:`run` (with all wrappers)."""
 
@@ -148,6 +151,8 @@ class SequentialRolloutRunner:
                 result.episode_rewards.append(total)
                 result.episode_lengths.append(int(env.get_env_time()))
                 result.episode_stats.append(stats_env.last_episode_stats)
+                if self.on_episode is not None:
+                    self.on_episode(total, result.episode_lengths[-1])
         finally:
             if recorder is not None:
                 recorder.close()  # writes an episode cut off by an error; closes the env below as well
