@@ -31,8 +31,10 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "train.ipynb"
 LONG = {"algorithm.epoch_length": 1, "algorithm.n_rollout_steps": 16, "runner.concurrency": 1,
         "runner.eval_concurrency": 1, "algorithm.eval_repeats": 1, "algorithm.patience": 0, "n_epochs": 100000}
 """Runs that train until they are stopped, in epochs of one short update."""
-EXIT_WITHIN_S = 10.0
-"""How soon after the signal the command must have exited."""
+EXIT_WITHIN_S = 30.0
+"""How soon after the signal the command must have exited: at once rather than after its runs (which would train
+for 100,000 epochs), with room for a loaded machine (ending kernels and worker processes takes a few seconds
+there)."""
 
 
 wait_until = functools.partial(browser_utils.wait_until, timeout=180.0, interval=0.1)
@@ -204,7 +206,8 @@ def test_an_interrupted_driver_starts_nothing_queued_and_ends_its_workers_at_onc
 
     from maze_lab.run.ray_tasks import RunsInterrupted, run_in_processes
 
-    code = "import os, pathlib, time; pathlib.Path({!r}).write_text(str(os.getpid())); time.sleep(120)"
+    # a job that would run for an hour: its worker can only be gone in time because it was ended
+    code = "import os, pathlib, time; pathlib.Path({!r}).write_text(str(os.getpid())); time.sleep(3600)"
     markers = [tmp_path / f"job{i}" for i in range(3)]
 
     def interrupt_once_both_started() -> None:
@@ -214,12 +217,12 @@ def test_an_interrupted_driver_starts_nothing_queued_and_ends_its_workers_at_onc
     threading.Thread(target=interrupt_once_both_started, daemon=True).start()
     with pytest.raises(RunsInterrupted) as caught:
         run_in_processes(exec, [(code.format(str(m)),) for m in markers], 2, what="test")
-    interrupted = time.monotonic()
     assert (caught.value.in_flight, caught.value.not_started, caught.value.interrupted) == (2, 1, [])
     assert isinstance(caught.value, KeyboardInterrupt) and caught.value.cause == "Ctrl-C"
     pids = [int(m.read_text()) for m in markers[:2]]
-    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), timeout=5, what="the workers gone")
-    assert time.monotonic() - interrupted < 5 and not markers[2].exists()
+    # a condition, not a stopwatch: on a loaded machine the kill and the reaping may take a while
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in pids), timeout=120, what="the workers gone")
+    assert not markers[2].exists()
 
 
 def test_runs_that_do_not_stop_are_killed_and_recorded_interrupted(tmp_path: Path) -> None:
@@ -246,7 +249,8 @@ def test_runs_that_do_not_stop_are_killed_and_recorded_interrupted(tmp_path: Pat
 
         started = time.monotonic()
         marked = interrupt_runs(lambda: list(runs.values()), kill, "interrupted (test)", grace=0.5)
-        assert time.monotonic() - started < 5 and killed == [True]
+        # ended after its grace period, not waited for (it would sleep 120 s); generous for a loaded machine
+        assert time.monotonic() - started < 60 and killed == [True]
     finally:
         if stubborn.poll() is None:
             stubborn.kill()

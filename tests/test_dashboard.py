@@ -393,9 +393,7 @@ def test_the_cockpit_of_a_detached_run_controls_it_through_its_directory(tmp_pat
                          "the reward curve to grow")
         assert "epoch" in dash.progress_html.value and "/ 1000" in dash.progress_html.value
 
-        started = time.monotonic()
-        dash.pause_button.click()
-        assert time.monotonic() - started < 1.0  # the click only writes the request
+        dash.pause_button.click()  # the click only writes the request: pending until the run acknowledges it
         assert "data-state='pending'" in dash.control_html.value and "pause requested" in dash.control_html.value
         _refreshed_until(dash, lambda: "pause acknowledged" in dash.control_html.value, "the pause acknowledged")
         _refreshed_until(dash, lambda: "paused" in dash.status_html.value, "the status paused")

@@ -49,7 +49,8 @@ def test_a_cell_gets_its_own_reply_when_other_replies_are_queued(kernel: Kernel)
 def test_background_run_in_kernel_stop_and_resume(kernel: Kernel) -> None:
     kernel.ok("rc = RunContext(overrides=TINY, silent=True)")
     start = kernel.ok("handle = rc.train_async(500)")
-    assert start.wall < 1.0, f"the cell starting train_async took {start.wall:.2f} s"
+    # returns at once, not after the 500 epochs (a generous bound: a loaded machine slows every cell)
+    assert start.wall < 5.0, f"the cell starting train_async took {start.wall:.2f} s"
     # a second run lives in the same kernel at the same time
     kernel.ok("rc_b = RunContext(overrides={**TINY, 'seed': 7}, silent=True)\nhandle_b = rc_b.train_async(500)")
 
@@ -60,7 +61,7 @@ def test_background_run_in_kernel_stop_and_resume(kernel: Kernel) -> None:
     kernel.wait_for(f"handle.progress['updates'] > {first['updates']}", timeout=60)
     later_cell = kernel.ok("import json as _json; print(_json.dumps(handle.progress, default=str))")
     later = json.loads(later_cell.stdout)
-    assert later_cell.wall < 1.0
+    assert later_cell.wall < 5.0  # a cell is not held up by the two runs training beside it
     assert later["status"] == "running"
     assert later["env_steps"] > first["env_steps"]
     assert later["updates"] > first["updates"]
@@ -116,7 +117,7 @@ def exploding_env():
 def test_background_failure_shows_traceback_and_kernel_survives(kernel: Kernel) -> None:
     kernel.ok(EXPLODING_ENV)
     start = kernel.ok("rc3 = RunContext(env=exploding_env, overrides=TINY, silent=True)\nh3 = rc3.train_async(50)")
-    assert start.wall < 1.0
+    assert start.wall < 5.0
     kernel.wait_for("not h3.running")
     assert kernel.value("h3.status") == "failed"
     assert "the env exploded at step 40" in kernel.value("h3.traceback")
