@@ -117,7 +117,10 @@ def test_maze_run_trains_and_rolls_out_as_in_the_seed(tmp_path: Path) -> None:
     assert rollout.returncode == 0, rollout.stderr
     assert f"maze-run: running `maze-lab rollout {run_dir} --episodes 2`" in rollout.stderr
     assert "the run's own env config is used" in rollout.stderr
-    assert rollout.stdout.startswith("2 episode(s) of the best policy")
+    start, result = rollout.stdout.splitlines()[:2]
+    assert start.startswith(f"maze-lab rollout: 2 episode(s) of the best policy (most likely actions) of {run_dir}: "
+                            f"env CartPole-v1, algorithm A2C, model "), start
+    assert result.startswith("2 episode(s) of the best policy")
     bad = subprocess.run([*_maze_run_command(), "-cn", "conf_train", "runner=sequential"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120, env=env)
     assert bad.returncode == 2 and "maze-lab trains with runner=dev" in bad.stderr

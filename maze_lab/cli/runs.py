@@ -70,11 +70,27 @@ def _control(args: argparse.Namespace) -> int:
 
 
 # ---- rollout -------------------------------------------------------------------------------------------------
+def _trained_what(run: object) -> str:
+    """``env CartPole-v1, algorithm PPO, model ...`` of a loaded run (its config)."""
+    from maze_lab.run.config import describe_run
+
+    try:
+        return describe_run(run.config).split(", runner ", 1)[0]  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a config this line cannot read is reported when the run is built
+        return "its recorded configuration"
+
+
 def _rollout(args: argparse.Namespace) -> int:
     from maze_lab.run.progress import CountProgress
     from maze_lab.run.runs import load_run
 
     run = load_run(args.run_dir, trust=args.trust)
+    workers = f", {args.workers} {'Ray tasks' if args.ray else 'worker processes'}" if args.workers != 1 or args.ray \
+        else ""
+    print(f"maze-lab rollout: {args.episodes} episode(s) of the {args.which} policy "
+          f"({'sampled' if args.sample else 'most likely'} actions) of {args.run_dir}: {_trained_what(run)}, "
+          f"seed {args.seed}{workers}; "
+          f"{'not recorded' if args.no_record else 'recorded into ' + str(run.directory.trajectory_dir)}", flush=True)
     try:
         if not args.no_record:
             run.checked_trajectory_dir()  # episodes go only into the run (never through a symlink leading out)
