@@ -117,10 +117,11 @@ def test_every_statistic_of_custom_topics_shows_and_matches_the_store():
     assert {"ActorCriticEvents / policy_loss / cutting", "ActorCriticEvents / policy_loss / selection"} <= set(keys)
     # mean/min/max of a band are one chart, not three
     assert not any(k.endswith("/ min") or k.endswith("/ max") for k in keys)
-    # defaults: rewards, episode length, KPIs, losses, accuracies
+    # defaults: rewards, episode length, KPIs, losses, accuracies, entropies (not the timings)
     assert dash.shown == ["BaseEnvEvents / reward (mean, min–max)", "BaseEnvEvents / reward / mean_step_count",
                           "BaseEnvEvents / kpi / waste (mean, min–max)", "ActorCriticEvents / policy_loss / cutting",
-                          "ActorCriticEvents / policy_loss / selection", "ImitationEvents / policy_loss / cutting",
+                          "ActorCriticEvents / policy_loss / selection", "ActorCriticEvents / policy_entropy / cutting",
+                          "ActorCriticEvents / policy_entropy / selection", "ImitationEvents / policy_loss / cutting",
                           "ImitationEvents / discrete_accuracy / cutting/piece"]
     _assert_curves_match(dash, store, everything=False)
     dash.show(dash.charts)
@@ -746,3 +747,108 @@ def test_the_cockpit_follows_a_live_run_in_a_kernel_and_stops_it(tmp_path):
     NotebookClient(nb, kernel_name="maze-lab", timeout=400).execute()
     assert "stopped after" in nb.cells[1].outputs[-1]["text"]
     assert "ok" in nb.cells[3].outputs[-1]["text"]
+
+
+# ---- curves: x-axis, smoothing, log scale, axis titles, the statistics shown first ------------------------------
+@pytest.fixture(scope="module")
+def three_epoch_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from maze_lab.run.run_context import RunContext
+
+    rc = RunContext(overrides={**TINY, "n_epochs": 3, "algorithm.epoch_length": 2,
+                               "log_base_dir": str(tmp_path_factory.mktemp("curves"))}, silent=True)
+    rc.train()
+    rc.close()
+    return rc.run_dir
+
+
+def test_curves_are_drawn_over_env_steps_by_default_and_over_wall_time_or_epochs_on_request(three_epoch_run):
+    from maze_lab.run.runs import load_run
+
+    df = load_run(three_epoch_run).stats.to_dataframe()
+    progress = df[(df.prefix == "train") & (df.topic == "TrainingProgressEvents")]
+    steps = progress[progress.event == "env_steps"].set_index("epoch").value
+    seconds = progress[progress.event == "wall_time"].set_index("epoch").value
+    summary = load_run(three_epoch_run).summary
+    # the trainer recorded its env steps and training seconds with every epoch
+    assert list(steps.index) == [1, 2, 3] and steps.iloc[-1] == summary["env_steps"]
+    assert steps.is_monotonic_increasing and seconds.is_monotonic_increasing and seconds.iloc[0] > 0
+
+    dash = TrainingDashboard(three_epoch_run)
+    try:
+        fig = dash.rewards
+        mean = {t.meta["prefix"]: t for t in fig.data if t.meta["role"] == "mean"}
+        assert dash.x_axis.value == "env_steps" and fig.layout.xaxis.title.text == "env steps"
+        for prefix in ("train", "eval"):  # each epoch at the env steps it ended with (an epoch that ended no
+            # episode has no reward)
+            epochs = list(mean[prefix].customdata)
+            assert epochs and list(mean[prefix].x) == list(steps[epochs].values), prefix
+        assert len(mean["eval"].customdata) == 3
+        assert fig.layout.yaxis.title.text == "episode reward"
+        dash.x_axis.value = "wall_time"
+        assert fig.layout.xaxis.title.text == "wall time (s)"
+        assert np.allclose(list(mean["eval"].x), seconds.values)
+        dash.x_axis.value = "epoch"
+        assert list(mean["eval"].x) == [1, 2, 3] and fig.layout.xaxis.title.text == "epoch"
+        # the data read back is the run's, whatever the axis
+        dash.x_axis.value = "env_steps"
+        assert list(dash.curve_data()["eval/BaseEnvEvents/reward/mean"][0]) == [1, 2, 3]
+        length = dash.figure("BaseEnvEvents / reward / mean_step_count")
+        assert length.layout.yaxis.title.text == "steps"
+        assert dash.errors == []
+    finally:
+        dash.close()
+
+
+def test_smoothing_draws_an_ema_over_the_faint_raw_curve():
+    from maze_lab.widgets.dashboard import ema
+
+    store = StatsStore()
+    values = [10.0, 30.0, 20.0, 50.0, 40.0]
+    for epoch, value in enumerate(values, start=1):
+        store.write("train", epoch, {StatKey(ActorCriticEvents.policy_loss, None, (0,)): value})
+    dash = TrainingDashboard(store, tabs=())
+    try:
+        fig = dash.figure("ActorCriticEvents / policy_loss / 0")
+        assert [t.meta["role"] for t in fig.data] == ["line"]  # no smoothing by default
+        dash.smoothing.value = 0.6
+        raw, smooth = (next(t for t in fig.data if t.meta["role"] == role) for role in ("line", "smooth"))
+        assert raw.opacity < 0.5 and smooth.visible and list(raw.y) == values
+        # debiased EMA, as TensorBoard smooths: the first point is the first value
+        expected, last, weight = [], 0.0, 0.0
+        for v in values:
+            last, weight = 0.6 * last + 0.4 * v, 0.6 * weight + 0.4
+            expected.append(last / weight)
+        assert np.allclose(list(smooth.y), expected) and smooth.y[0] == values[0]
+        assert np.allclose(ema(np.array(values), 0.6), expected)
+        assert dash.curve_data()["train/ActorCriticEvents/policy_loss/0"][1].tolist() == values  # raw read back
+        dash.smoothing.value = 0.0
+        assert not smooth.visible and raw.opacity == 1.0
+    finally:
+        dash.close()
+
+
+def test_every_figure_has_a_log_scale_switch_and_keeps_its_title_clear():
+    dash = TrainingDashboard(_store(), tabs=())
+    try:
+        for key, fig in dash.figures().items():
+            (menu,) = fig.layout.updatemenus
+            assert [(b.label, b.args[0]) for b in menu.buttons] == [("lin", {"yaxis.type": "linear"}),
+                                                                     ("log", {"yaxis.type": "log"})], key
+            assert fig.layout.modebar.orientation == "v"  # the toolbar runs down the side, not over the title
+            assert fig.layout.xaxis.title.text == "env steps" or fig.layout.xaxis.title.text == "epoch"
+            assert fig.layout.yaxis.title.text, key
+    finally:
+        dash.close()
+
+
+def test_the_statistics_a_practitioner_checks_first_show_by_default(three_epoch_run):
+    dash = TrainingDashboard(three_epoch_run, tabs=())
+    try:
+        shown = set(dash.shown)
+        assert {"BaseEnvEvents / reward (mean, min–max)", "BaseEnvEvents / reward / mean_step_count",
+                "ActorCriticEvents / policy_loss / 0", "ActorCriticEvents / critic_value_loss / 0",
+                "ActorCriticEvents / policy_entropy / 0", "ActorCriticEvents / approx_kl",
+                "ActorCriticEvents / clip_fraction"} <= shown, shown
+        assert "ActorCriticEvents / time_epoch" not in shown and "TrainingProgressEvents / env_steps" not in shown
+    finally:
+        dash.close()

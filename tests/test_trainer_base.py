@@ -201,3 +201,51 @@ def test_a_nan_loss_names_the_epoch_and_keeps_the_last_good_checkpoint(algorithm
     kept = read_checkpoint(tmp_path / "state_dict_last.pt", torch.device("cpu"))
     assert kept["epoch"] == good["epoch"] == 1
     assert _same(_flat(kept["model"]), _flat(good["model"]))
+
+
+def test_wall_time_counts_training_not_pauses_and_continues_on_resume(tmp_path: Path) -> None:
+    """The training seconds recorded with each epoch (the cockpit's wall-time axis) leave out a pause and go on from
+    the checkpoint when the run is resumed."""
+    import time
+
+    from run_utils import TINY
+
+    from maze_lab.run.run_context import RunContext
+    from maze_lab.run.runs import load_run
+
+    rc = RunContext(overrides={**TINY, "n_epochs": 2, "log_base_dir": str(tmp_path)}, silent=True)
+    trainer = rc.trainer
+    trainer.pause()
+    paused_for: list[float] = []
+
+    def resume_after_a_while() -> None:
+        deadline = time.monotonic() + 120
+        while not trainer.holding and time.monotonic() < deadline:  # the loop holds at its first update
+            time.sleep(0.01)
+        held = time.perf_counter()
+        while time.perf_counter() - held < 2.0:  # two seconds of pause, measured on the clock the trainer uses
+            time.sleep(0.05)
+        paused_for.append(time.perf_counter() - held)
+        trainer.resume()
+
+    helper = threading.Thread(target=resume_after_a_while, daemon=True)
+    started = time.perf_counter()
+    helper.start()
+    rc.train()
+    elapsed = time.perf_counter() - started
+    helper.join(10)
+    rc.close()
+    assert paused_for and paused_for[0] >= 2.0
+    assert 0 < trainer.wall_time <= elapsed - paused_for[0] + 0.05, (trainer.wall_time, elapsed, paused_for)
+    first = read_checkpoint(rc.run_dir / "checkpoints" / "state_dict_last.pt", torch.device("cpu"))["wall_time"]
+    assert first == pytest.approx(trainer.wall_time)
+
+    resumed = RunContext(overrides={**TINY, "n_epochs": 1, "log_base_dir": str(tmp_path), "input_dir": str(rc.run_dir)},
+                         silent=True)
+    resumed.train()
+    resumed.close()
+    df = load_run(resumed.run_dir).stats.to_dataframe()
+    walls = df[(df.topic == "TrainingProgressEvents") & (df.event == "wall_time")].sort_values("epoch")
+    steps = df[(df.topic == "TrainingProgressEvents") & (df.event == "env_steps")].sort_values("epoch")
+    assert walls.epoch.tolist()[-1] == 3 and walls.value.iloc[-1] > first  # goes on from the earlier run's count
+    assert steps.value.iloc[-1] == load_run(resumed.run_dir).summary["env_steps"]

@@ -45,9 +45,22 @@ STATUS_COLORS = {"starting": "#6e7781", "created": "#6e7781", "running": "#1a7f3
 ENDED = ("done", "stopped", "early-stopped", "failed", "interrupted", "died", "damaged", "deleted")
 """Statuses after which a run changes no more."""
 
+X_AXES = {"env_steps": "env steps", "wall_time": "wall time (s)", "epoch": "epoch"}
+"""What the curves can be drawn over: the key and its axis title."""
+
+_PROGRESS = ("train", "TrainingProgressEvents")
+"""Where the trainers record the env steps and training seconds of each epoch (the x-axes other than epoch)."""
+
 _PREFIX_COLORS = {"train": "#1f77b4", "eval": "#d62728", "validation": "#2ca02c", "test": "#9467bd"}
 _PALETTE = ("#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 _BAND = ("mean", "min", "max")
+
+
+_CHECKED_FIRST = {"policy_entropy", "approx_kl", "clip_fraction", "entropy_coef", "critic_value", "policy_lag",
+                  "perturbed_return_mean"}
+"""Besides rewards, KPIs, losses and accuracies, the statistics a practitioner checks first: entropy, KL and clip
+fraction (PPO), the entropy coefficient and value estimates (SAC, actor-critics), the policy lag (IMPALA), the
+perturbed returns (ES)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +107,18 @@ class Chart:
                 return (self.band and not self.name) or self.name == "mean_step_count"
             if self.event == "kpi":
                 return self.band or self.name.startswith("mean/")
-        return "loss" in self.event or "accuracy" in self.event
+        return "loss" in self.event or "accuracy" in self.event or self.event in _CHECKED_FIRST
+
+    @property
+    def y_title(self) -> str:
+        """The y-axis title with its unit where one is known."""
+        if self.topic == "BaseEnvEvents" and self.event in ("reward", "reward_original"):
+            return "steps" if "step_count" in self.name else "episode reward"
+        if self.event.startswith("time_") or self.event == "wall_time":
+            return "seconds"
+        if self.event in ("env_steps", "n_env_steps"):
+            return "env steps"
+        return self.event.replace("_", " ")
 
 
 def discover_charts(stats: list[tuple[str, str, str]]) -> list[Chart]:
@@ -236,16 +260,27 @@ class TrainingDashboard(PollingView):
         picker_box = w.HBox([picker_left, self.picker], layout=w.Layout(grid_gap="12px"))
         self.picker_panel = w.Accordion(children=[picker_box], selected_index=None)
         self.picker_panel.set_title(0, "statistics")
+        self.x_axis = w.Dropdown(options=[(title, key) for key, title in X_AXES.items()], value="env_steps",
+                                 description="x-axis", layout=w.Layout(width="210px"))
+        self.smoothing = w.FloatSlider(value=0.0, min=0.0, max=0.99, step=0.01, description="smoothing",
+                                       readout_format=".2f", continuous_update=False, layout=w.Layout(width="330px"),
+                                       tooltip="exponential moving average of each curve; the raw curve stays faint "
+                                               "behind it")
+        self.x_axis.observe(lambda _: self._guarded(lambda: self._draw_curves(None)), names="value")
+        self.smoothing.observe(lambda _: self._guarded(lambda: self._draw_curves(None)), names="value")
+        self.curve_controls = w.HBox([self.x_axis, self.smoothing],
+                                     layout=w.Layout(align_items="center", grid_gap="12px"))
         self.curves = w.VBox()
         self.empty_html = w.HTML("<i>no statistics yet: the curves appear once the run finished its first epoch</i>")
-        self.tabs = w.Tab(children=[w.VBox([self.picker_panel, self.empty_html, self.curves])])
+        self.tabs = w.Tab(children=[w.VBox([self.picker_panel, self.curve_controls, self.empty_html, self.curves])])
         self.tabs.set_title(0, "Curves")
         self._own_widgets = [self.status_html, self.progress_bar, self.progress_html, self.pause_button,
                              self.resume_button, self.stop_button, self.checkpoint_button, self.controls,
                              self.control_html, self.warnings_html, self.reason_html, self.error_html,
                              self.draw_error_html, header_row, self.header, self.filter_text,
                              self.picker, self.picker_count, defaults, show_all, show_none, buttons, picker_left,
-                             picker_box, self.picker_panel, self.curves, self.empty_html, self.tabs.children[0],
+                             picker_box, self.picker_panel, self.x_axis, self.smoothing, self.curve_controls,
+                             self.curves, self.empty_html, self.tabs.children[0],
                              self.tabs]
         self.widget = _CockpitBox(self.close, children=[self.header, self.tabs])
         self._lazy: dict[int, tuple[str, Any]] = {}
@@ -585,12 +620,19 @@ class TrainingDashboard(PollingView):
         # the traces go in with their data: the state a front-end gets when it connects after the figure was made
         # (voila, a reload) then holds the curves, not empty axes. As dicts: the figure validates them once, where
         # trace objects were validated, then copied and validated again (half the time of making a figure)
+        scale_buttons = {"type": "buttons", "direction": "right", "x": 1.0, "xanchor": "right", "y": 1.13,
+                         "yanchor": "bottom", "pad": {"r": 0, "t": 0}, "showactive": True, "active": 0,
+                         "font": {"size": 10}, "bgcolor": "#f6f8fa", "bordercolor": "#d0d7de",
+                         "buttons": [{"label": "lin", "method": "relayout", "args": [{"yaxis.type": "linear"}]},
+                                     {"label": "log", "method": "relayout", "args": [{"yaxis.type": "log"}]}]}
         fig = FigureWidget(data=[{"type": "scatter", **t} for t in traces], layout={
             "template": "none", "title": {"text": chart.title, "font": {"size": 13}, "x": 0.02, "y": 0.97},
-            "height": 260, "margin": {"t": 34, "b": 40, "l": 56, "r": 12}, "paper_bgcolor": "#fff",
+            "height": 280, "margin": {"t": 40, "b": 40, "l": 64, "r": 12}, "paper_bgcolor": "#fff",
             "plot_bgcolor": "#fff", "font": {"size": 11}, "hovermode": "x unified",
-            "legend": {"orientation": "h", "y": -0.25, "x": 0},
-            "xaxis": {**axis, "title": {"text": "epoch", "standoff": 2}, "dtick": dtick}, "yaxis": axis})
+            "legend": {"orientation": "h", "y": -0.3, "x": 0}, "modebar": {"orientation": "v"},
+            "updatemenus": [scale_buttons],
+            "xaxis": {**axis, "title": {"text": X_AXES[self.x_axis.value], "standoff": 2}, "dtick": dtick},
+            "yaxis": {**axis, "title": {"text": chart.y_title, "standoff": 4}}})
         fig._maze_chart = chart  # noqa: SLF001 - curve_data reads the chart back from the figure
         return fig
 
@@ -604,26 +646,34 @@ class TrainingDashboard(PollingView):
         """Make the chart's figure with its data, or assign the latest values to its traces (in place), adding a
         trace only for a new prefix."""
         updates: list[tuple[str, str, dict[str, Any]]] = []
+        alpha = float(self.smoothing.value)
         for prefix in self._prefixes:
+            line: tuple[np.ndarray, np.ndarray] | None = None
             if chart.band:
                 mean_name, min_name, max_name = chart.names()
-                mean = self._series.get((prefix, chart.topic, chart.event, mean_name))
+                line = self._series.get((prefix, chart.topic, chart.event, mean_name))
                 lo = self._series.get((prefix, chart.topic, chart.event, min_name))
                 hi = self._series.get((prefix, chart.topic, chart.event, max_name))
                 if lo is not None and hi is not None:
                     epochs, lo_v, hi_v = _aligned(lo, hi)
                     ok = np.isfinite(lo_v) & np.isfinite(hi_v)
                     epochs, lo_v, hi_v = epochs[ok], lo_v[ok], hi_v[ok]
-                    updates.append((prefix, "band", {"x": np.concatenate([epochs, epochs[::-1]]),
-                                                     "y": np.concatenate([hi_v, lo_v[::-1]])}))
-                if mean is not None:
-                    updates.append((prefix, "mean", {"x": mean[0], "y": mean[1]}))
+                    both = np.concatenate([epochs, epochs[::-1]])
+                    updates.append((prefix, "band", {"x": self._x_of(both), "y": np.concatenate([hi_v, lo_v[::-1]]),
+                                                     "customdata": both}))
             else:
-                series = self._series.get((prefix, chart.topic, chart.event, chart.name))
-                if series is not None:
-                    updates.append((prefix, "line", {"x": series[0], "y": series[1]}))
-        last_epoch = max((float(np.max(d["x"])) for _, _, d in updates if len(d["x"])), default=0.0)
-        dtick = 1 if last_epoch <= 10 else None  # whole epochs: no ticks at 0.5 on a short run
+                line = self._series.get((prefix, chart.topic, chart.event, chart.name))
+            if line is not None:
+                role = "mean" if chart.band else "line"
+                updates.append((prefix, role, {"x": self._x_of(line[0]), "y": line[1], "customdata": line[0],
+                                               "opacity": 0.35 if alpha > 0 else 1.0}))
+                if alpha > 0 or (chart.key, prefix, "smooth") in self._traces:
+                    updates.append((prefix, "smooth", {"x": self._x_of(line[0]), "y": ema(line[1], alpha),
+                                                       "customdata": line[0], "visible": alpha > 0}))
+        last_epoch = max((float(np.max(d["customdata"])) for _, _, d in updates if len(d["customdata"])),
+                         default=0.0)
+        # whole epochs: no ticks at 0.5 on a short run drawn over epochs
+        dtick = 1 if last_epoch <= 10 and self.x_axis.value == "epoch" else None
         fig = self._figures.get(chart.key)
         if fig is None:
             fig = self._figures[chart.key] = self._new_figure(
@@ -634,21 +684,44 @@ class TrainingDashboard(PollingView):
         with fig.batch_update():
             if fig.layout.xaxis.dtick != dtick:
                 fig.layout.xaxis.dtick = dtick
+            x_title = X_AXES[self.x_axis.value]
+            if fig.layout.xaxis.title.text != x_title:
+                fig.layout.xaxis.title.text = x_title
             for prefix, role, data in updates:
                 trace = self._traces.get((chart.key, prefix, role))
                 if trace is None:
                     fig.add_scatter(**self._trace_style(prefix, role), **data)
                     self._traces[(chart.key, prefix, role)] = fig.data[-1]
-                else:
-                    trace.x, trace.y = data["x"], data["y"]
+                    continue
+                trace.x, trace.y, trace.customdata = data["x"], data["y"], data["customdata"]
+                for name in ("opacity", "visible"):
+                    if name in data and getattr(trace, name) != data[name]:
+                        setattr(trace, name, data[name])
 
     def _trace_style(self, prefix: str, role: str) -> dict[str, Any]:
         color, meta = self._color(prefix), {"prefix": prefix, "role": role}
         if role == "band":
             return {"fill": "toself", "fillcolor": color, "opacity": 0.18, "line": {"width": 0}, "mode": "lines",
                     "name": f"{prefix} min–max", "legendgroup": prefix, "hoverinfo": "skip", "meta": meta}
+        if role == "smooth":
+            return {"mode": "lines", "line": {"color": color, "width": 2}, "legendgroup": prefix,
+                    "name": f"{prefix} smoothed", "meta": meta}
         return {"mode": "lines+markers", "marker": {"size": 4}, "line": {"color": color}, "legendgroup": prefix,
                 "name": f"{prefix} mean" if role == "mean" else prefix, "meta": meta}
+
+    def _x_of(self, epochs: np.ndarray) -> np.ndarray:
+        """The positions of ``epochs`` on the chosen x-axis: the epochs themselves, or the env steps or training
+        seconds the trainer recorded when each ended (interpolated for an epoch without its own record, 0 at
+        epoch 0; the epochs where the run recorded neither, as older runs did)."""
+        choice = self.x_axis.value
+        if choice == "epoch":
+            return np.asarray(epochs)
+        progress = self._series.get((*_PROGRESS, choice, ""))
+        if progress is None or not len(progress[0]):
+            return np.asarray(epochs)
+        at, values = progress
+        return np.interp(np.asarray(epochs, dtype=np.float64), np.concatenate([[0.0], at]),
+                         np.concatenate([[0.0], values]))
 
     # ---- picker ----------------------------------------------------------------------------------------------
     def _matching(self) -> list[str]:
@@ -717,7 +790,8 @@ class TrainingDashboard(PollingView):
 
     def curve_data(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """What the shown figures draw, read back from their traces: ``prefix/topic/event/name -> (epochs,
-        values)``, the statistic's name as in the StatsStore (a band gives its ``min`` and ``max`` statistics)."""
+        values)``, the statistic's name as in the StatsStore (a band gives its ``min`` and ``max`` statistics); the
+        raw values, whatever the x-axis and the smoothing."""
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for key in self.shown:
             fig = self._figures.get(key)
@@ -727,8 +801,11 @@ class TrainingDashboard(PollingView):
             names = chart.names()
             for trace in fig.data:
                 prefix, role = trace.meta["prefix"], trace.meta["role"]
+                if role == "smooth":
+                    continue
                 base = f"{prefix}/{chart.topic}/{chart.event}/"
-                x, y = np.asarray(trace.x), np.asarray(trace.y, dtype=np.float64)
+                x = np.asarray(trace.customdata if trace.customdata is not None else trace.x)
+                y = np.asarray(trace.y, dtype=np.float64)
                 if role == "band":
                     n = len(x) // 2
                     out[base + names[2]] = (x[:n], y[:n])
@@ -765,6 +842,23 @@ def _model(source: Any) -> Any:
 
 _STANDARD_TABS = {"Distributions": _distributions, "Model": _model}
 """The views a cockpit shows as tabs by default (built when first selected)."""
+
+
+def ema(values: np.ndarray, alpha: float) -> np.ndarray:
+    """The exponential moving average of ``values`` with weight ``alpha`` on the past (0: the values themselves),
+    debiased at the start as TensorBoard's smoothing is (the first point is not pulled towards 0); NaN values are
+    skipped."""
+    values = np.asarray(values, dtype=np.float64)
+    if alpha <= 0 or not len(values):
+        return values
+    out = np.empty_like(values)
+    last, weight = 0.0, 0.0
+    for i, v in enumerate(values):
+        if np.isfinite(v):
+            last = alpha * last + (1.0 - alpha) * v
+            weight = alpha * weight + (1.0 - alpha)
+        out[i] = last / weight if weight > 0 else np.nan
+    return out
 
 
 def _aligned(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:

@@ -118,3 +118,16 @@ class RewardEvents(ABC):
     @define_step_stats(None)
     def step_reward(self, value: float):
         """The reward of one sub-step, as the agent receives it."""
+
+
+class TrainingProgressEvents(ABC):
+    """Where a training run stands when an epoch ends: the x-axes of its curves (env steps, wall-clock time).
+
+    Trainers write these values directly with their epoch statistics (they are counters, not aggregated events).
+    """
+
+    def env_steps(self, value: int):
+        """Env steps taken since the run began (a resumed run continues its count)."""
+
+    def wall_time(self, seconds: float):
+        """Seconds spent training since the run began (a resumed run continues its count; pauses not counted)."""

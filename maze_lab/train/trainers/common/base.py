@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from maze_lab.core.events.event_record import EventRecord
-from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, aggregate_episode
+from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats, StatKey, aggregate_episode
+from maze_lab.core.log_stats.base_events import TrainingProgressEvents
 from maze_lab.core.log_stats.log_setup import default_writers
 from maze_lab.core.log_stats.writers import LogStatsWriter, epoch_commit
 from maze_lab.core.utils.yielding import give_way
@@ -78,6 +79,9 @@ class Trainer(TrainingControl, ABC):
         self.model.to(self.device)
         self.epoch = 0
         self.updates = 0
+        self.wall_time = 0.0
+        """Seconds spent training since the run began (restored on resume; pauses not counted)."""
+        self._wall_mark: float | None = None
         self.env_steps = 0
         self.last_eval_reward: float | None = None
         self.stop_reason: str | None = None
@@ -134,11 +138,25 @@ class Trainer(TrainingControl, ABC):
         self.stats_aggregator.add_episode(aggregate_episode(self._update_events))
         self._update_events = []
         trainer_stats = self.stats_aggregator.reduce()
+        trainer_stats[StatKey(TrainingProgressEvents.env_steps, None, None)] = int(self.env_steps)
+        trainer_stats[StatKey(TrainingProgressEvents.wall_time, None, None)] = round(self._advance_wall_time(), 3)
         prefix = getattr(self.env, "logging_prefix", None) or self.train_prefix
         for w in self.writers:
             give_way()  # a background run in a kernel makes room for a running cell
             w.write(prefix, self.epoch, trainer_stats)
         return {**env_stats, **trainer_stats}
+
+    def _advance_wall_time(self) -> float:
+        """Add the time since the last mark to :attr:`wall_time` and set a new mark; returns the total."""
+        now = time.perf_counter()
+        if self._wall_mark is not None:
+            self.wall_time += now - self._wall_mark
+        self._wall_mark = now
+        return self.wall_time
+
+    def _exclude_from_wall_time(self, seconds: float) -> None:
+        if self._wall_mark is not None:
+            self._wall_mark += seconds
 
     def _flush_epoch_stats(self) -> None:
         """Wait until every writer that writes in the background (the StatsStore of a run directory) has the epoch's
@@ -198,9 +216,11 @@ class Trainer(TrainingControl, ABC):
         self.stop_reason = None
         self._before_training(bool(n_epochs))
         self.model.train()
+        self._wall_mark = time.perf_counter()  # the time between two train calls is not training time
         try:
             self.stop_reason = self._train_epochs(target)
         finally:
+            self._wall_mark = None
             self._stop.clear()  # a stop ends this call only; a stop requested before it started is honoured
 
     def _before_training(self, has_target: bool) -> None:
@@ -304,8 +324,9 @@ class Trainer(TrainingControl, ABC):
         """Everything needed to resume: weights, optimizer(s), counters and best score, plus
         :meth:`_extra_state`."""
         state = {"model": self.model.state_dict(), "epoch": self.epoch, "updates": self.updates,
-                 "env_steps": self.env_steps, "best_reward": self.model_selection.best_reward,
-                 "best_epoch": self.model_selection.best_epoch, "trainer": type(self).__name__}
+                 "env_steps": self.env_steps, "wall_time": float(self.wall_time),
+                 "best_reward": self.model_selection.best_reward, "best_epoch": self.model_selection.best_epoch,
+                 "trainer": type(self).__name__}
         state.update({name: opt.state_dict() for name, opt in self._optimizers().items()})
         state.update(self._extra_state())
         return state
@@ -346,6 +367,7 @@ class Trainer(TrainingControl, ABC):
         self.epoch = int(state.get("epoch", 0))
         self.updates = int(state.get("updates", 0))
         self.env_steps = int(state.get("env_steps", 0))
+        self.wall_time = float(state.get("wall_time", 0.0))
         if state.get("best_reward") is not None:
             self.model_selection.best_reward = float(state["best_reward"])
             self.model_selection.best_epoch = state.get("best_epoch")

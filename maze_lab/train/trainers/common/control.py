@@ -4,6 +4,7 @@ run directory's control file)."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 
@@ -52,8 +53,12 @@ class TrainingControl:
         """Whether the trainer is paused."""
         return not self._running.is_set()
 
+    def _exclude_from_wall_time(self, seconds: float) -> None:
+        """Hook: ``seconds`` the loop held (paused) are not counted as training time."""
+
     def _between_updates(self) -> None:
         """Where the loop is between two updates: writes a requested checkpoint and holds while paused."""
+        held_since: float | None = None
         while True:
             self._wake.clear()
             if self._checkpoint_requested.is_set():
@@ -62,6 +67,10 @@ class TrainingControl:
                 self.requested_checkpoints += 1
             if self._running.is_set():
                 self.holding = False
+                if held_since is not None:  # a pause is no training time
+                    self._exclude_from_wall_time(time.perf_counter() - held_since)
                 return
+            if held_since is None:
+                held_since = time.perf_counter()
             self.holding = True
             self._wake.wait(1.0)
