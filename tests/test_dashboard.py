@@ -299,7 +299,7 @@ def test_a_finished_run_directory(tmp_path: Path):
     assert "episode reward" in html_page and "done" in html_page
     # the distributions and the model graph are tabs, built when first selected
     titles = [dash.tabs.get_title(i) for i in range(len(dash.tabs.children))]
-    assert titles == ["Curves", "Distributions", "Model"] and dash.views == {}
+    assert titles == ["Curves", "Distributions", "Model", "Config", "Console"] and dash.views == {}
     dists = dash.open_tab("Distributions")
     assert dash.tabs.children[1].children == (dists.widget,)
     samples = store.samples(topic="DiscreteActionEvents", epoch=1)
@@ -767,7 +767,7 @@ def test_curves_are_drawn_over_env_steps_by_default_and_over_wall_time_or_epochs
     df = load_run(three_epoch_run).stats.to_dataframe()
     progress = df[(df.prefix == "train") & (df.topic == "TrainingProgressEvents")]
     steps = progress[progress.event == "env_steps"].set_index("epoch").value
-    seconds = progress[progress.event == "wall_time"].set_index("epoch").value
+    seconds = progress[progress.event == "time_training"].set_index("epoch").value
     summary = load_run(three_epoch_run).summary
     # the trainer recorded its env steps and training seconds with every epoch
     assert list(steps.index) == [1, 2, 3] and steps.iloc[-1] == summary["env_steps"]
@@ -850,5 +850,55 @@ def test_the_statistics_a_practitioner_checks_first_show_by_default(three_epoch_
                 "ActorCriticEvents / policy_entropy / 0", "ActorCriticEvents / approx_kl",
                 "ActorCriticEvents / clip_fraction"} <= shown, shown
         assert "ActorCriticEvents / time_epoch" not in shown and "TrainingProgressEvents / env_steps" not in shown
+    finally:
+        dash.close()
+
+
+def test_the_config_tab_lists_every_value_of_the_run_and_searches_them(three_epoch_run):
+    from maze_lab.run.runs import load_run
+    from maze_lab.widgets.run_details import flatten
+
+    run = load_run(three_epoch_run)
+    dash = TrainingDashboard(three_epoch_run)
+    try:
+        view = dash.open_tab("Config")
+        rows = dict(view.rows)
+        config = run.directory.read_config()
+        # every leaf of config.yaml, by its dotted key, with the recorded seed and versions
+        assert {k for k, _ in flatten(config)} <= set(rows)
+        assert rows["algorithm.lr"] == str(config["algorithm"]["lr"]) and rows["env.name"] == "CartPole-v1"
+        assert rows["seed (recorded)"] == str(run.summary["seed"]) and "versions.torch" in rows
+        view.search.value = "ALGORITHM.lr"  # words of a key, any case
+        assert [k for k, _ in view.matching()] == ["algorithm.lr"]
+        assert "algorithm.lr" in view.table.value and "env.name" not in view.table.value
+        view.search.value = "cartpole"  # or of a value
+        assert "env.name" in dict(view.matching())
+        view.search.value = "no such key anywhere"
+        assert "no value matches" in view.table.value
+    finally:
+        dash.close()
+
+
+def test_the_console_tab_shows_the_runs_epoch_lines_and_refuses_a_fifo(three_epoch_run, tmp_path):
+    import shutil as sh
+
+    dash = TrainingDashboard(three_epoch_run)
+    try:
+        view = dash.open_tab("Console")
+        lines = [line for line in view.text.splitlines() if line.startswith("epoch ")]
+        assert [line.split()[1] for line in lines] == ["1/3", "2/3", "3/3"], view.text  # silent runs log them too
+        assert "epoch 3/3" in view.widget.children[0].value
+    finally:
+        dash.close()
+    # a console log that is a FIFO is refused in one line, the cockpit goes on
+    copy = tmp_path / "copy"
+    sh.copytree(three_epoch_run, copy)
+    (copy / "console.log").unlink()
+    os.mkfifo(copy / "console.log")
+    dash = TrainingDashboard(copy)
+    try:
+        dash.open_tab("Console")
+        assert any("console log" in e and "FIFO" in e for e in dash.errors) or \
+            "FIFO" in dash.tabs.children[-1].children[0].value, dash.errors
     finally:
         dash.close()

@@ -391,7 +391,7 @@ def test_load_run_and_the_dashboard_read_a_finished_run(tmp_path: Path) -> None:
     dash = TrainingDashboard(tmp_path / "run")
     means = [t for t in dash.rewards.data if t.name == "train mean"]
     expected = run.stats.series("BaseEnvEvents", "reward", "mean", prefix="train")
-    assert list(means[0].x) == [1, 2] and list(means[0].y) == expected.tolist()
+    assert list(means[0].customdata) == [1, 2] and list(means[0].y) == expected.tolist()
 
 
 # ---- a real disk that fills up ---------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def test_wall_time_counts_training_not_pauses_and_continues_on_resume(tmp_path: 
     resumed.train()
     resumed.close()
     df = load_run(resumed.run_dir).stats.to_dataframe()
-    walls = df[(df.topic == "TrainingProgressEvents") & (df.event == "wall_time")].sort_values("epoch")
+    walls = df[(df.topic == "TrainingProgressEvents") & (df.event == "time_training")].sort_values("epoch")
     steps = df[(df.topic == "TrainingProgressEvents") & (df.event == "env_steps")].sort_values("epoch")
     assert walls.epoch.tolist()[-1] == 3 and walls.value.iloc[-1] > first  # goes on from the earlier run's count
     assert steps.value.iloc[-1] == load_run(resumed.run_dir).summary["env_steps"]

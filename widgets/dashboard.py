@@ -50,6 +50,7 @@ X_AXES = {"env_steps": "env steps", "wall_time": "wall time (s)", "epoch": "epoc
 
 _PROGRESS = ("train", "TrainingProgressEvents")
 """Where the trainers record the env steps and training seconds of each epoch (the x-axes other than epoch)."""
+_PROGRESS_EVENTS = {"env_steps": "env_steps", "wall_time": "time_training"}
 
 _PREFIX_COLORS = {"train": "#1f77b4", "eval": "#d62728", "validation": "#2ca02c", "test": "#9467bd"}
 _PALETTE = ("#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -114,7 +115,7 @@ class Chart:
         """The y-axis title with its unit where one is known."""
         if self.topic == "BaseEnvEvents" and self.event in ("reward", "reward_original"):
             return "steps" if "step_count" in self.name else "episode reward"
-        if self.event.startswith("time_") or self.event == "wall_time":
+        if self.event.startswith("time_"):
             return "seconds"
         if self.event in ("env_steps", "n_env_steps"):
             return "env steps"
@@ -186,7 +187,8 @@ class TrainingDashboard(PollingView):
     :param refresh_seconds: how often the kernel's event loop looks for new statistics while the run is live.
     """
 
-    def __init__(self, source: Any, refresh_seconds: float = 1.0, tabs: Any = ("Distributions", "Model")):
+    def __init__(self, source: Any, refresh_seconds: float = 1.0,
+                 tabs: Any = ("Distributions", "Model", "Config", "Console")):
         self.source = RunSource(source)
         self.refresh_seconds = float(refresh_seconds)
         self._seen: tuple[int, str] | None = None
@@ -622,7 +624,7 @@ class TrainingDashboard(PollingView):
         # trace objects were validated, then copied and validated again (half the time of making a figure)
         scale_buttons = {"type": "buttons", "direction": "right", "x": 1.0, "xanchor": "right", "y": 1.13,
                          "yanchor": "bottom", "pad": {"r": 0, "t": 0}, "showactive": True, "active": 0,
-                         "font": {"size": 10}, "bgcolor": "#f6f8fa", "bordercolor": "#d0d7de",
+                         "font": {"size": 9}, "bgcolor": "#f6f8fa", "bordercolor": "#d0d7de",
                          "buttons": [{"label": "lin", "method": "relayout", "args": [{"yaxis.type": "linear"}]},
                                      {"label": "log", "method": "relayout", "args": [{"yaxis.type": "log"}]}]}
         fig = FigureWidget(data=[{"type": "scatter", **t} for t in traces], layout={
@@ -631,7 +633,8 @@ class TrainingDashboard(PollingView):
             "plot_bgcolor": "#fff", "font": {"size": 11}, "hovermode": "x unified",
             "legend": {"orientation": "h", "y": -0.3, "x": 0}, "modebar": {"orientation": "v"},
             "updatemenus": [scale_buttons],
-            "xaxis": {**axis, "title": {"text": X_AXES[self.x_axis.value], "standoff": 2}, "dtick": dtick},
+            "xaxis": {**axis, "title": {"text": X_AXES[self.x_axis.value], "standoff": 2}, "dtick": dtick,
+                      "rangemode": self._rangemode()},
             "yaxis": {**axis, "title": {"text": chart.y_title, "standoff": 4}}})
         fig._maze_chart = chart  # noqa: SLF001 - curve_data reads the chart back from the figure
         return fig
@@ -687,6 +690,7 @@ class TrainingDashboard(PollingView):
             x_title = X_AXES[self.x_axis.value]
             if fig.layout.xaxis.title.text != x_title:
                 fig.layout.xaxis.title.text = x_title
+                fig.layout.xaxis.rangemode = self._rangemode()
             for prefix, role, data in updates:
                 trace = self._traces.get((chart.key, prefix, role))
                 if trace is None:
@@ -709,6 +713,10 @@ class TrainingDashboard(PollingView):
         return {"mode": "lines+markers", "marker": {"size": 4}, "line": {"color": color}, "legendgroup": prefix,
                 "name": f"{prefix} mean" if role == "mean" else prefix, "meta": meta}
 
+    def _rangemode(self) -> str:
+        """Env steps and seconds start at 0 (a run's first epoch is not at the left edge); epochs as they come."""
+        return "normal" if self.x_axis.value == "epoch" else "tozero"
+
     def _x_of(self, epochs: np.ndarray) -> np.ndarray:
         """The positions of ``epochs`` on the chosen x-axis: the epochs themselves, or the env steps or training
         seconds the trainer recorded when each ended (interpolated for an epoch without its own record, 0 at
@@ -716,7 +724,7 @@ class TrainingDashboard(PollingView):
         choice = self.x_axis.value
         if choice == "epoch":
             return np.asarray(epochs)
-        progress = self._series.get((*_PROGRESS, choice, ""))
+        progress = self._series.get((*_PROGRESS, _PROGRESS_EVENTS[choice], ""))
         if progress is None or not len(progress[0]):
             return np.asarray(epochs)
         at, values = progress
@@ -840,7 +848,19 @@ def _model(source: Any) -> Any:
     return ModelGraphView(source)
 
 
-_STANDARD_TABS = {"Distributions": _distributions, "Model": _model}
+def _config(source: Any) -> Any:
+    from maze_lab.widgets.run_details import ConfigView
+
+    return ConfigView(source)
+
+
+def _console(source: Any) -> Any:
+    from maze_lab.widgets.run_details import ConsoleView
+
+    return ConsoleView(source)
+
+
+_STANDARD_TABS = {"Distributions": _distributions, "Model": _model, "Config": _config, "Console": _console}
 """The views a cockpit shows as tabs by default (built when first selected)."""
 
 

@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from maze_lab.core.log_stats.aggregation import LogStats
@@ -160,10 +161,14 @@ class EpochProgress:
     :param start_epoch: the trainer's epoch when this ``train`` call starts (a resumed run starts past 0).
     :param target_epoch: the epoch the call ends at; None trains until early stopping (no ETA).
     :param bar: show a bar (where someone watches; see :func:`make_bar`).
+    :param display: print the lines and show the bar (False: only the log file).
+    :param log_path: a file the epoch lines are appended to as well (the run's ``console.log``).
     """
 
     def __init__(self, start_epoch: int, target_epoch: int | None, start_env_steps: int = 0, bar: bool = True,
-                 stream: TextIO | None = None):
+                 stream: TextIO | None = None, display: bool = True, log_path: Path | None = None):
+        self.display = display
+        self.log_path = log_path
         self.start_epoch = start_epoch
         self.target_epoch = target_epoch
         self.stream = stream
@@ -171,7 +176,7 @@ class EpochProgress:
         self._started = time.perf_counter()
         self._start_steps = start_env_steps
         self._train_reward: float | None = None
-        self.bar = make_bar(target_epoch, "train", "epoch", initial=start_epoch, enabled=bar)
+        self.bar = make_bar(target_epoch, "train", "epoch", initial=start_epoch, enabled=bar and display)
         if self.bar is not None:
             self.bar.set_postfix_str("building the first epoch", refresh=True)
 
@@ -188,9 +193,15 @@ class EpochProgress:
         return "  ".join(parts).rstrip()
 
     def __call__(self, trainer: Any, stats: LogStats) -> None:
-        if self.closed:
-            return
         line = self.line(trainer, stats)
+        if self.log_path is not None:
+            try:
+                with open(self.log_path, "a", encoding="utf-8") as log:
+                    log.write(line + "\n")
+            except OSError:  # a full disk or a removed directory: the run goes on without its console log
+                self.log_path = None
+        if self.closed or not self.display:
+            return
         if not print_line(line, self.stream):
             self.close()
             return

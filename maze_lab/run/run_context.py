@@ -926,13 +926,15 @@ class _Run:
     def _progress(self, trainer: Any, target_epoch: int | None, mode: str) -> Iterator[None]:
         """One line per epoch and a progress bar while ``trainer`` trains: for a blocking run (a terminal, a notebook
         cell) and in a detached run's console log (lines only); a run in a kernel's background thread shows its
-        progress in the cockpit instead, and a silent run shows nothing."""
-        if self.silent or mode == "in-kernel":
-            yield
-            return
+        progress in the cockpit instead, and a silent run shows nothing. Every run's lines go to its
+        ``console.log`` (the cockpit's Console tab)."""
         from maze_lab.run.progress import EpochProgress
 
-        progress = EpochProgress(trainer.epoch, target_epoch, int(trainer.env_steps), bar=mode == "process")
+        display = not self.silent and mode != "in-kernel"
+        # the lines go to the run's console.log as well (where a detached run prints, it prints into that file)
+        progress = EpochProgress(trainer.epoch, target_epoch, int(trainer.env_steps), bar=mode == "process",
+                                 display=display,
+                                 log_path=None if mode == "detached" and display else self.run_directory.console_log)
         trainer.callbacks.append(progress)
         try:
             yield

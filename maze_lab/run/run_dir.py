@@ -129,6 +129,31 @@ class RunDirectory:
         return self.path / "config.yaml"
 
     @property
+    def console_log(self) -> Path:
+        """What the run printed: its epoch lines (and a detached run's whole console)."""
+        return self.path / "console.log"
+
+    def read_console_tail(self, max_bytes: int = 64 * 1024) -> str:
+        """The last ``max_bytes`` of :attr:`console_log` as text, starting at a whole line ("" where there is none
+        yet); a FIFO, a device or a symlink leaving the run is refused (DamagedRunError), as for every file read
+        from a run directory."""
+        try:
+            fh = open_regular(self.console_log, self.path, what="console log")
+        except FileNotFoundError:
+            return ""
+        except UnsafeFileError as err:
+            raise DamagedRunError(str(err)) from None
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
+            start = max(0, size - max_bytes)
+            fh.seek(start)
+            data = read_at_most(fh, min(size, max_bytes))
+        text = data.decode("utf-8", errors="replace")
+        if start and "\n" in text:
+            text = text.split("\n", 1)[1]  # the first line was cut
+        return text
+
+    @property
     def checkpoint_dir(self) -> Path:
         """``state_dict_last.pt`` and ``state_dict_best.pt``."""
         return self.path / "checkpoints"

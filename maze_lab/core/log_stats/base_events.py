@@ -129,5 +129,6 @@ class TrainingProgressEvents(ABC):
     def env_steps(self, value: int):
         """Env steps taken since the run began (a resumed run continues its count)."""
 
-    def wall_time(self, seconds: float):
-        """Seconds spent training since the run began (a resumed run continues its count; pauses not counted)."""
+    def time_training(self, seconds: float):
+        """Seconds spent training since the run began (a resumed run continues its count; pauses not counted); named
+        like the trainers' other timings (``time_epoch``, ``time_update``)."""

@@ -139,7 +139,7 @@ class Trainer(TrainingControl, ABC):
         self._update_events = []
         trainer_stats = self.stats_aggregator.reduce()
         trainer_stats[StatKey(TrainingProgressEvents.env_steps, None, None)] = int(self.env_steps)
-        trainer_stats[StatKey(TrainingProgressEvents.wall_time, None, None)] = round(self._advance_wall_time(), 3)
+        trainer_stats[StatKey(TrainingProgressEvents.time_training, None, None)] = round(self._advance_wall_time(), 3)
         prefix = getattr(self.env, "logging_prefix", None) or self.train_prefix
         for w in self.writers:
             give_way()  # a background run in a kernel makes room for a running cell
