@@ -257,3 +257,28 @@ def test_polling_ends_for_finished_runs_and_close_cancels_it(grid: tuple, tmp_pa
         assert watched.runs == ["lr_grid/copy"]
     finally:
         finished.close()
+
+
+def test_runs_that_nothing_else_tells_apart_are_labelled_by_seed_and_start_time(tmp_path: Path) -> None:
+    runs = []
+    for seed in (1, 2, 2):
+        rc = RunContext(overrides={**TINY, "seed": seed, "log_base_dir": str(tmp_path)}, silent=True)
+        rc.train()
+        rc.close()
+        runs.append(rc.run_dir)
+    summaries = [RunDirectory(r).read_summary() for r in runs]
+    cmp = RunComparison(runs[:2])
+    try:
+        # the seed differs: it is what tells the curves apart
+        labels = [e.label for e in cmp._entries.values()]
+        assert labels == ["seed=1", "seed=2"], labels
+    finally:
+        cmp.close()
+    cmp = RunComparison(runs[1:])
+    try:  # the same settings, the same seed: seed and start time (and the run's name where even that is equal)
+        labels = [e.label for e in cmp._entries.values()]
+        for label, summary in zip(labels, summaries[1:], strict=True):
+            assert label.startswith(f"seed 2, {summary['started'].split('T')[1][:8]}"), labels
+        assert len(set(labels)) == 2, labels
+    finally:
+        cmp.close()

@@ -56,8 +56,16 @@ def test_form_is_built_from_the_config_groups(tmp_path: Path) -> None:
     app.n_epochs.value = 3
     args = app.run_arguments()
     assert args["algorithm"] == "a2c" and args["env"] == "gym_env" and args["experiment"] is None
+    seed = args["overrides"].pop("seed")
     assert args["overrides"] == {"env.name": "CartPole-v1", "n_epochs": 3, "algorithm.lr": 0.001,
                                  "runner.concurrency": 2, "log_base_dir": str(tmp_path.resolve())}
+    # an empty seed field: a fresh seed for every run (recorded in its configuration); a number is used as given
+    assert isinstance(seed, int) and app.seed.value == ""
+    assert len({app.run_arguments()["overrides"]["seed"] for _ in range(5)}) > 1
+    app.seed.value = " 42 "
+    assert app.run_arguments()["overrides"]["seed"] == 42
+    app.overrides.value += "\nseed=7"  # a seed line of the overrides wins
+    assert app.run_arguments()["overrides"]["seed"] == 7
     # an env with a model and wrappers of its own picks them
     cutting = next(o for o in options["env"] if o.startswith("cutting2d"))
     app.env.value = cutting
@@ -87,6 +95,12 @@ def test_bad_input_is_shown_in_the_app_not_raised(tmp_path: Path) -> None:
     assert app.handle is None and [p.name for p in tmp_path.iterdir()] == [STATE_FILE]
     app.compare_button.click()
     assert "select two or more runs" in app.runs_message.value
+    app.n_epochs.value = 1
+    app.seed.value = "lucky"
+    app.start_button.click()
+    assert "seed must be an integer (or empty for a fresh seed per run), got &#x27;lucky&#x27;" in \
+        app.form_message.value and "traceback" not in app.form_message.value
+    assert app.handle is None
     app.close()
 
 

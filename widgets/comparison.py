@@ -46,6 +46,13 @@ _LABEL_PARAMS = 4
 """At most this many hyperparameters name a run in the legend (the table has them all)."""
 
 
+def _counts(labels: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
 def _short_keys(keys: list[str]) -> dict[str, str]:
     """For each dotted key the shortest end of it that no other key ends with (``algorithm.lr`` -> ``lr``)."""
     out = {}
@@ -341,12 +348,28 @@ class RunComparison(PollingView):
             flat = flatten_config(cfg)
             text = ", ".join(f"{short[k]}={_clip(_fmt_value(flat.get(k, '–')))}" for k in shown)
             labels[entry.key] = text + (", …" if len(chosen) > len(shown) else "")
-        counts: dict[str, int] = {}
-        for label in labels.values():
-            counts[label] = counts.get(label, 0) + 1
+        # runs that nothing tells apart (the same settings, or no configuration in common): their seed and start time
+        counts = _counts(labels.values())
         for entry in self._entries.values():
             label = labels[entry.key]
-            entry.label = label if counts[label] == 1 or label == entry.name else f"{label} ({entry.name})"
+            if counts[label] > 1 or label == entry.name:
+                who = self._seed_and_start(entry)
+                if who:
+                    labels[entry.key] = who if label == entry.name else f"{label}, {who}"
+        counts = _counts(labels.values())
+        for entry in self._entries.values():
+            label = labels[entry.key]
+            entry.label = label if counts[label] == 1 else f"{label} ({entry.name})"
+
+    def _seed_and_start(self, entry: _Entry) -> str:
+        """``seed 3, 06:21:04`` of a run (its recorded seed and when it started), as far as it recorded them."""
+        summary = entry.source.summary() if entry.source.run_dir is not None else {}
+        seed = summary.get("seed", self._config(entry).get("seed"))
+        when = str(summary.get("started") or summary.get("created") or "")
+        parts = [f"seed {seed}"] if seed is not None else []
+        if "T" in when:
+            parts.append(when.split("T", 1)[1][:8])
+        return ", ".join(parts)
 
     # ---- the widget ------------------------------------------------------------------------------------------
     def _build_widgets(self) -> None:

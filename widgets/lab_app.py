@@ -153,6 +153,10 @@ class LabApp(PollingView):
         # not a BoundedIntText: that one turns -5 into its minimum without a word; the run refuses it as the CLI does
         self.n_epochs = w.IntText(value=20, description="n_epochs", layout=w.Layout(width="300px"),
                                   style={"description_width": "90px"})
+        self.seed = w.Text(value="", placeholder="a fresh seed per run", description="seed",
+                           layout=w.Layout(width="300px"), style={"description_width": "90px"},
+                           tooltip="an integer; empty: each run gets a fresh seed, recorded in its configuration")
+        self.seed.add_class("maze-lab-seed")
         self.overrides = w.Textarea(placeholder="one key=value per line, e.g.\nalgorithm.lr=0.001\n"
                                                 "algorithm.epoch_length=5\nrunner.concurrency=2",
                                     description="overrides", layout=w.Layout(width="440px", height="118px"),
@@ -175,7 +179,7 @@ class LabApp(PollingView):
         self._env_changed()
         form = w.HBox([
             w.VBox([self.experiment, self.env, self.env_name, self.algorithm]),
-            w.VBox([self.model, self.wrappers, self.n_epochs]),
+            w.VBox([self.model, self.wrappers, self.n_epochs, self.seed]),
             w.VBox([self.overrides]),
         ], layout=w.Layout(flex_flow="row wrap", grid_gap="8px"))
         self.form_section = _section("New run", form, w.HBox([self.start_button, self.stop_button],
@@ -250,7 +254,7 @@ class LabApp(PollingView):
         self.refresh_runs()
         self._guarded("restoring the page", self._restore_state, quiet=True)
         for field_widget in (self.experiment, self.env, self.env_name, self.algorithm, self.model, self.wrappers,
-                             self.n_epochs, self.overrides, self.runs_select):
+                             self.n_epochs, self.seed, self.overrides, self.runs_select):
             field_widget.observe(lambda _: self.save_state(), names="value")
 
     # ---- display and polling -----------------------------------------------------------------------------------
@@ -335,9 +339,26 @@ class LabApp(PollingView):
         if chosen.get("env", "gym_env" if not experiment else None) == "gym_env" and self.env_name.value.strip():
             values["env.name"] = self.env_name.value.strip()
         values["n_epochs"] = int(self.n_epochs.value)
-        values.update(overrides)
+        values["seed"] = self._seed()
+        values.update(overrides)  # a seed=N line of the overrides wins over the field
         values["log_base_dir"] = str(self.base_dir)
         return {**chosen, "overrides": values, "experiment": experiment}
+
+    def _seed(self) -> int:
+        """The seed field's integer, or a fresh seed where it is empty (two runs of one form then differ, and each
+        records the seed it trained with); anything else is refused with what to write instead."""
+        text = self.seed.value.strip()
+        if not text:
+            import secrets
+
+            return secrets.randbelow(2**31 - 1)
+        try:
+            return int(text)
+        except ValueError:
+            from maze_lab.core.utils.factory import ConfigurationError
+
+            raise ConfigurationError(f"seed must be an integer (or empty for a fresh seed per run), got "
+                                     f"{text!r}") from None
 
     def start_run(self) -> Any:
         """Start a run from the form, detached (a process of its own that outlives this page and its kernel), and
@@ -460,7 +481,8 @@ class LabApp(PollingView):
             "version": _STATE_VERSION,
             "form": {"experiment": self.experiment.value, "env": self.env.value, "env_name": self.env_name.value,
                      "algorithm": self.algorithm.value, "model": self.model.value, "wrappers": self.wrappers.value,
-                     "n_epochs": int(self.n_epochs.value), "overrides": self.overrides.value},
+                     "n_epochs": int(self.n_epochs.value), "overrides": self.overrides.value,
+                     "seed": self.seed.value},
             "current_run": None if self.handle is None else str(self.handle.run_dir),
             "open_run": None if self._open_run is None else str(self._open_run),
             "detail": detail,
@@ -531,6 +553,8 @@ class LabApp(PollingView):
                 self.n_epochs.value = n_epochs
             if isinstance(form.get("overrides"), str) and len(form["overrides"]) <= _MAX_TEXT:
                 self.overrides.value = form["overrides"]
+            if isinstance(form.get("seed"), str) and len(form["seed"]) <= 40:
+                self.seed.value = form["seed"]
             current = self._run_path(state.get("current_run"))
             if current is not None:
                 self.handle = AttachedRun(current)
