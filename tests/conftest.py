@@ -4,6 +4,7 @@ module for the tests that need one."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,3 +26,12 @@ def local_ray() -> Iterator[Any]:
     yield ray
     if started:
         ray.shutdown()
+
+
+def pytest_configure(config: Any) -> None:
+    """Ctrl-C as in a terminal, however the suite was started: a shell without job control (``bash -c '... &'``, a
+    CI runner's background step) starts it with SIGINT ignored, which Python then leaves ignored, so neither
+    ``_thread.interrupt_main`` in this process nor a SIGINT sent to a command started here would interrupt anything.
+    A Python handler is reset to the default at ``exec``, so the commands the tests start get Ctrl-C as well."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
