@@ -138,6 +138,100 @@ def test_runs_appearing_failing_and_vanishing_keep_the_app_going(tmp_path: Path,
     app.close()
 
 
+def test_runs_are_filtered_sorted_tagged_archived_and_deleted_from_the_app(tmp_path: Path,
+                                                                          finished_run: Path) -> None:
+    import json
+
+    from maze_lab.run.run_dir import RunDirectory
+    from maze_lab.run.runs import LABELS_FILE, list_runs
+    from maze_lab.widgets.lab_app import LabApp
+
+    base = tmp_path / "runs"
+    runs = {}
+    for name, reward, created in (("low", 10.0, "2026-01-01T10:00:00"), ("high", 90.0, "2026-01-02T10:00:00"),
+                                  ("mid", 50.0, "2026-01-03T10:00:00")):
+        runs[name] = base / "default" / name
+        shutil.copytree(finished_run, runs[name])
+        RunDirectory(runs[name]).write_summary(best_eval_reward=reward, created=created)
+    app = LabApp(base)
+    try:
+        listed = lambda: [Path(v).name for _, v in app.runs_select.options]  # noqa: E731
+        assert listed() == ["mid", "high", "low"]  # newest first
+        app.runs_sort.value = "best"
+        assert listed() == ["high", "mid", "low"]
+        app.runs_sort.value = "oldest"
+        assert listed() == ["low", "high", "mid"]
+        # tags: set on the selected runs, shown in the list, found by the filter
+        app.runs_select.value = (str(runs["high"]), str(runs["mid"]))
+        app.tag_text.value = "baseline, good"
+        app.tag_button.click()
+        assert json.loads((runs["high"] / LABELS_FILE).read_text())["tags"] == ["baseline", "good"]
+        assert "#baseline #good" in dict((v, k) for k, v in app.runs_select.options)[str(runs["mid"])]
+        app.runs_filter.value = "GOOD baseline"
+        assert listed() == ["high", "mid"]
+        app.runs_filter.value = "done low"
+        assert listed() == ["low"] and "2 not shown" in app.runs_note.value
+        app.runs_filter.value = ""
+        app.tag_text.value = "no spaces please!"
+        app.runs_select.value = (str(runs["low"]),)
+        app.tag_button.click()
+        assert "refused" in app.runs_message.value and "please!" in app.runs_message.value
+        # archive: hidden unless asked for; archiving a shown archived run brings it back
+        app.archive_button.click()
+        assert listed() == ["high", "mid"] and list_runs(base).set_index("run_dir").archived[str(runs["low"])]
+        app.show_archived.value = True
+        assert "low" in listed() and "[archived]" in dict((v, k) for k, v in app.runs_select.options)[str(runs["low"])]
+        app.runs_select.value = (str(runs["low"]),)
+        app.archive_button.click()
+        app.show_archived.value = False
+        assert "low" in listed()
+        # delete: asked first; cancel keeps the run, yes deletes its directory
+        app.runs_select.value = (str(runs["low"]),)
+        app.delete_button.click()
+        assert app.confirm_box.layout.display is None and "Delete 1 run(s) (low)" in app.confirm_html.value
+        app.confirm_no.click()
+        assert runs["low"].is_dir() and app.confirm_box.layout.display == "none"
+        app.runs_select.value = (str(runs["low"]), str(runs["mid"]))
+        app.delete_button.click()
+        app.confirm_yes.click()
+        assert not runs["low"].exists() and not runs["mid"].exists() and listed() == ["high"]
+        assert "2 run(s) deleted" in app.runs_message.value
+        assert len(app.errors) == 1 and "please!" in app.errors[0]  # the refused tag, nothing else
+    finally:
+        app.close()
+
+
+def test_a_live_run_is_stopped_before_it_is_deleted(tmp_path: Path) -> None:
+    from run_utils import TINY
+
+    from maze_lab.run.run_context import RunContext
+    from maze_lab.run.run_status import RunControlError
+    from maze_lab.run.runs import delete_run
+    from maze_lab.widgets.lab_app import LabApp
+
+    base = tmp_path / "runs"
+    handle = RunContext(overrides={**TINY, "n_epochs": 100000, "algorithm.patience": 0,
+                                   "log_base_dir": str(base)}, silent=True).train_async(detach=True)
+    run_dir = Path(handle.run_dir)
+    app = LabApp(base)
+    try:
+        wait_until(lambda: handle.progress.get("epoch", 0) >= 1, timeout=180, what="the detached run's first epoch")
+        with pytest.raises(RunControlError, match="is live .* stop it first"):
+            delete_run(run_dir)
+        app.tick()
+        app.runs_select.value = (str(run_dir),)
+        app.delete_button.click()
+        assert "1 of them live: stopped first" in app.confirm_html.value
+        app.confirm_yes.click()
+        assert run_dir.exists() and "stopping, deleted once they have ended" in app.runs_message.value
+        wait_until(lambda: (app.tick(), not run_dir.exists())[1], timeout=180, what="the run deleted after its stop")
+        assert not app.errors, app.errors
+    finally:
+        app.close()
+        if run_dir.exists():
+            stop_if_live(run_dir)
+
+
 def test_start_and_stop_a_run_from_the_form(tmp_path: Path) -> None:
     from maze_lab.run.run_dir import RunDirectory
     from maze_lab.widgets.lab_app import LabApp

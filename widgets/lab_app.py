@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import ipywidgets as w
+import numpy as np
 
 from maze_lab.widgets.view import PollingView
 
@@ -64,6 +65,14 @@ def _section(title: str, *children: Any) -> w.VBox:
     box = w.VBox([w.HTML(f"<div class='maze-lab-section-title'>{_esc(title)}</div>"), *children])
     box.add_class("maze-lab-section")
     return box
+
+
+def _number_or(value: Any, default: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if np.isfinite(number) else default
 
 
 def _message(kind: str, text: str, details: str | None = None) -> str:
@@ -213,11 +222,55 @@ class LabApp(PollingView):
         self.graph_button.on_click(lambda _: self._guarded("model graph", self.graph_of_selected))
         self.runs_message = w.HTML()
         self.runs_message.add_class("maze-lab-runs-message")
+        # finding runs: a filter over the listed words, an order, archived runs on request
+        self.runs_filter = w.Text(placeholder="filter: words of name, status, env, algorithm, tags",
+                                  layout=w.Layout(width="340px"))
+        self.runs_filter.add_class("maze-lab-runs-filter")
+        self.runs_sort = w.Dropdown(options=[("newest first", "newest"), ("oldest first", "oldest"),
+                                             ("best eval reward", "best"), ("status", "status")],
+                                    value="newest", description="order", layout=w.Layout(width="230px"),
+                                    style={"description_width": "45px"})
+        self.show_archived = w.Checkbox(value=False, description="archived runs", indent=False,
+                                        layout=w.Layout(width="130px"))
+        for control in (self.runs_filter, self.runs_sort, self.show_archived):
+            control.observe(lambda _: self._guarded("runs list", lambda: self.refresh_runs(force=True)),
+                            names="value")
+        # looking after runs: tags, archive, delete (with a confirmation)
+        self.tag_text = w.Text(placeholder="tags, e.g. baseline good", layout=w.Layout(width="220px"))
+        self.tag_button = w.Button(description="Set tags", icon="tag", layout=w.Layout(width="100px"),
+                                   tooltip="replace the tags of the selected runs (empty: remove them)")
+        self.archive_button = w.Button(description="Archive", icon="archive", layout=w.Layout(width="100px"),
+                                       tooltip="hide the selected runs from this list (or show them again)")
+        self.delete_button = w.Button(description="Delete", icon="trash", button_style="danger",
+                                      layout=w.Layout(width="95px"), tooltip="delete the selected runs' directories "
+                                                                             "(asks first; a live run is stopped "
+                                                                             "first)")
+        self.confirm_html = w.HTML()
+        self.confirm_yes = w.Button(description="Yes, delete", button_style="danger", layout=w.Layout(width="110px"))
+        self.confirm_no = w.Button(description="Cancel", layout=w.Layout(width="80px"))
+        self.confirm_box = w.HBox([self.confirm_html, self.confirm_yes, self.confirm_no],
+                                  layout=w.Layout(display="none", align_items="center", grid_gap="8px"))
+        for button, name in ((self.tag_button, "tag"), (self.archive_button, "archive"),
+                             (self.delete_button, "delete"), (self.confirm_yes, "delete-yes"),
+                             (self.confirm_no, "delete-no")):
+            button.add_class(f"maze-lab-{name}")
+        self.tag_button.on_click(lambda _: self._guarded("tags", self.tag_selected))
+        self.archive_button.on_click(lambda _: self._guarded("archive", self.archive_selected))
+        self.delete_button.on_click(lambda _: self._guarded("delete", self.ask_delete_selected))
+        self.confirm_yes.on_click(lambda _: self._guarded("delete", self.delete_confirmed))
+        self.confirm_no.on_click(lambda _: self._guarded("delete", self.cancel_delete))
+        self._to_delete: list[Path] = []
+        self._pending_delete: set[Path] = set()
+        """Live runs asked to stop, deleted once they have ended (see :meth:`refresh_runs`)."""
         self.runs_section = _section(
-            "Runs", self.runs_note, self.runs_select,
+            "Runs", w.HBox([self.runs_filter, self.runs_sort, self.show_archived],
+                           layout=w.Layout(flex_flow="row wrap", align_items="center", grid_gap="10px")),
+            self.runs_note, self.runs_select,
             w.HBox([self.open_button, self.compare_button, self.trajectories_button, self.graph_button],
                    layout=w.Layout(flex_flow="row wrap", grid_gap="6px")),
-            self.runs_message)
+            w.HBox([self.tag_text, self.tag_button, self.archive_button, self.delete_button],
+                   layout=w.Layout(flex_flow="row wrap", grid_gap="6px")),
+            self.confirm_box, self.runs_message)
 
         # ---- what is open for the selected runs
         self.detail_title = w.HTML()
@@ -580,16 +633,19 @@ class LabApp(PollingView):
             self._restoring = False
 
     # ---- runs ------------------------------------------------------------------------------------------------------
-    def refresh_runs(self) -> bool:
-        """Re-read the runs of :attr:`base_dir`; returns whether the list changed. The selection is kept for the
-        runs that are still there."""
+    def refresh_runs(self, force: bool = False) -> bool:
+        """Re-read the runs of :attr:`base_dir` and list those the filter and the archived box let through, in the
+        chosen order; returns whether the list changed. The selection is kept for the runs that are still listed."""
         from maze_lab.run.runs import list_runs
 
+        self._delete_ended()
         table = list_runs(self.base_dir)
         self.runs_table = table
-        rows = [] if table.empty else table.to_dict("records")
-        signature = tuple((r["run_dir"], r["status"], r["live"], r["epoch"], r["best_eval_reward"]) for r in rows)
-        if signature == self._runs_signature:
+        every = [] if table.empty else table.to_dict("records")
+        rows = self._shown_rows(every)
+        signature = (tuple((r["run_dir"], r["status"], r["live"], r["epoch"], r["best_eval_reward"],
+                            tuple(r.get("tags") or ()), r.get("archived")) for r in rows), len(every))
+        if signature == self._runs_signature and not force:
             return False
         self._runs_signature = signature
         labels = [(self._run_label(r), r["run_dir"]) for r in rows]
@@ -597,15 +653,131 @@ class LabApp(PollingView):
         with self.runs_select.hold_trait_notifications():
             self.runs_select.options = labels
             self.runs_select.value = tuple(selected)
-        n = len(rows)
+        n, hidden = len(rows), len(every) - len(rows)
+        more = f", {hidden} not shown (filter or archived)" if hidden else ""
         self.runs_note.value = (f"<span class='maze-lab-note'>{n} run{'s' if n != 1 else ''} in "
-                                f"<code>{_esc(self.base_dir)}</code> (re-read every {self.refresh_seconds:g} s; "
-                                f"select one or more, ctrl/shift-click for several)</span>" if n else
+                                f"<code>{_esc(self.base_dir)}</code>{more} (re-read every {self.refresh_seconds:g} s; "
+                                f"select one or more, ctrl/shift-click for several)</span>" if every else
                                 f"<span class='maze-lab-note'>no runs yet in <code>{_esc(self.base_dir)}</code>: "
                                 f"start one above</span>")
         if self.detail_kind == "comparison":
             self._guarded("comparison", self._update_comparison, quiet=True)
         return True
+
+    def _shown_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows the archived box and the filter let through, in the chosen order."""
+        if not self.show_archived.value:
+            rows = [r for r in rows if not r.get("archived")]
+        words = self.runs_filter.value.lower().split()
+        if words:
+            rows = [r for r in rows if all(word in self._run_label(r).lower() for word in words)]
+        order = self.runs_sort.value
+        if order == "oldest":
+            rows = rows[::-1]
+        elif order == "best":
+            rows = sorted(rows, key=lambda r: -_number_or(r.get("best_eval_reward"), -np.inf))
+        elif order == "status":
+            rows = sorted(rows, key=lambda r: (not r.get("live"), str(r.get("status"))))
+        return rows
+
+    # ---- looking after runs: tags, archive, delete -------------------------------------------------------------
+    def tag_selected(self) -> None:
+        """Replace the tags of the selected runs with the words of the tags field."""
+        from maze_lab.run.runs import label_run
+
+        runs = self.selected_runs()
+        if not runs:
+            self.runs_message.value = _message("error", "select the runs to tag")
+            return
+        tags = self.tag_text.value.replace(",", " ").split()
+        for run in runs:
+            label_run(run, tags=tags)
+        self.runs_message.value = _message("ok", f"tags of {len(runs)} run(s): {' '.join(tags) or 'none'}")
+        self.refresh_runs(force=True)
+
+    def archive_selected(self) -> None:
+        """Archive the selected runs (hidden from the list unless archived runs are shown); archived ones that are
+        selected (the box shows them) come back."""
+        from maze_lab.run.runs import label_run, run_labels
+
+        runs = self.selected_runs()
+        if not runs:
+            self.runs_message.value = _message("error", "select the runs to archive")
+            return
+        states = [not run_labels(run)["archived"] for run in runs]
+        for run, archive in zip(runs, states, strict=True):
+            label_run(run, archived=archive)
+        archived, restored = sum(states), len(states) - sum(states)
+        self.runs_message.value = _message("ok", ", ".join(
+            part for part in (archived and f"{archived} run(s) archived (tick 'archived runs' to see them)",
+                              restored and f"{restored} run(s) back in the list") if part))
+        self.refresh_runs(force=True)
+
+    def ask_delete_selected(self) -> None:
+        """Ask before deleting the selected runs (what is live is named: it is stopped first)."""
+        runs = self.selected_runs()
+        if not runs:
+            self.runs_message.value = _message("error", "select the runs to delete")
+            return
+        live = [run for run in runs if self._live(run)]
+        self._to_delete = runs
+        names = ", ".join(run.name for run in runs[:4]) + (" …" if len(runs) > 4 else "")
+        self.confirm_html.value = (f"<b style='color:#cf222e'>Delete {len(runs)} run(s) ({_esc(names)}) with all their "
+                                   f"files?</b>" + (f" {len(live)} of them live: stopped first, deleted once "
+                                                    f"ended." if live else ""))
+        self.confirm_box.layout.display = None
+
+    def cancel_delete(self) -> None:
+        self._to_delete = []
+        self.confirm_box.layout.display = "none"
+        self.runs_message.value = _message("ok", "nothing deleted")
+
+    def delete_confirmed(self) -> None:
+        """Delete the runs asked about: ended ones now; live ones are asked to stop and deleted once they ended."""
+        from maze_lab.run.run_status import send_request
+
+        runs, self._to_delete = self._to_delete, []
+        self.confirm_box.layout.display = "none"
+        for run in runs:
+            if self._live(run):
+                send_request(run, "stop")
+                self._pending_delete.add(run)
+        deleted = self._delete_ended(runs)
+        waiting = len(self._pending_delete)
+        self.runs_message.value = _message("ok", f"{deleted} run(s) deleted" + (
+            f"; {waiting} live run(s) stopping, deleted once they have ended" if waiting else ""))
+        self.refresh_runs(force=True)
+
+    def _delete_ended(self, runs: list[Path] | None = None) -> int:
+        """Delete ``runs`` (default: those waiting for their stop) that have ended; returns how many."""
+        from maze_lab.run.runs import delete_run
+
+        deleted = 0
+        for run in list(self._pending_delete if runs is None else runs):
+            if not run.exists():
+                self._pending_delete.discard(run)
+                continue
+            if self._live(run):
+                continue
+            if self._open_run == run or (self.handle is not None and Path(self.handle.run_dir) == run):
+                self._forget(run)
+            delete_run(run)
+            self._pending_delete.discard(run)
+            deleted += 1
+        return deleted
+
+    def _forget(self, run: Path) -> None:
+        """Close what the app shows of ``run`` before its directory goes."""
+        if self._open_run == run:
+            _close(self.cockpit)
+            self.cockpit = None
+            self.cockpit_box.children = ()
+            self._open_run = None
+        if self.handle is not None and Path(self.handle.run_dir) == run:
+            self.handle = None
+            self.stop_button.disabled = True
+        if run in self._detail_runs:
+            self.close_detail()
 
     def _run_label(self, row: dict[str, Any]) -> str:
         path = Path(row["run_dir"])
@@ -619,6 +791,10 @@ class LabApp(PollingView):
         parts.append(f"{row.get('algorithm') or '':<6} {row.get('env') or '':<16}")
         parts.append(f"epoch {_fmt(row.get('epoch')):>4}")
         parts.append(f"best eval {_fmt(row.get('best_eval_reward')):>7}")
+        if row.get("tags"):
+            parts.append(" ".join(f"#{t}" for t in row["tags"]))
+        if row.get("archived"):
+            parts.append("[archived]")
         if status == "died":
             parts.append(f"(its process is gone; last seen {row.get('last_seen') or 'unknown'})")
         elif row.get("reason"):

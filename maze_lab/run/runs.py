@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from maze_lab.core.utils.factory import TrustPolicy
 from maze_lab.core.utils.safe_files import UnsafeFileError, check_write_dir, open_regular, read_at_most
 from maze_lab.run.run_dir import MARKER, DamagedRunError, RunDirectory
-from maze_lab.run.run_status import resolve_status
+from maze_lab.run.run_status import RunControlError, read_small_json, resolve_status
 
 
 def list_runs(base_dir: str | Path | None = None, group: str | None = None) -> Any:
@@ -55,7 +55,8 @@ def _vanished(row: dict[str, Any]) -> bool:
 
 
 _COLUMNS = ["run_dir", "experiment", "group", "status", "live", "created", "seed", "algorithm", "env", "epoch",
-            "env_steps", "best_eval_reward", "last_eval_reward", "final_train_reward", "reason", "last_seen"]
+            "env_steps", "best_eval_reward", "last_eval_reward", "final_train_reward", "reason", "last_seen", "tags",
+            "archived"]
 
 _SUMMARY_FIELDS = ("experiment", "status", "created", "seed", "epoch", "env_steps", "best_eval_reward",
                    "last_eval_reward", "final_train_reward")
@@ -83,6 +84,8 @@ def _row(run: RunDirectory) -> dict[str, Any]:
         state = resolve_status(run.path, summary)  # a live status whose process is gone reads `died`
         row.update(status=state["status"], reason=state["reason"], live=state["live"], last_seen=state["last_seen"])
         row["group"] = run_group(summary)
+        labels = run_labels(run.path)
+        row["tags"], row["archived"] = labels["tags"], labels["archived"]
         if row["created"] is not None:
             row["created"] = str(row["created"])  # sortable, whatever the file holds
         if run.config_file.exists():
@@ -93,6 +96,63 @@ def _row(run: RunDirectory) -> dict[str, Any]:
     except (DamagedRunError, OSError) as err:
         row["status"], row["reason"] = "damaged", " ".join(str(err).split())
     return row
+
+
+LABELS_FILE = "labels.json"
+"""A run's tags and whether it is archived: a file of its own, so that labelling a live run never races the
+summary its process writes."""
+
+MAX_TAGS, MAX_TAG_LENGTH = 20, 40
+
+
+def run_labels(run_dir: str | Path) -> dict[str, Any]:
+    """``{"tags": [...], "archived": bool}`` of a run (none and False where it has no labels file, or one that is
+    not a small JSON object of that shape: labels are a convenience, never a reason to refuse a run)."""
+    data = read_small_json(Path(run_dir) / LABELS_FILE) or {}
+    tags = data.get("tags")
+    tags = [t for t in tags if isinstance(t, str)][:MAX_TAGS] if isinstance(tags, list) else []
+    return {"tags": tags, "archived": data.get("archived") is True}
+
+
+def label_run(run_dir: str | Path, tags: Iterable[str] | None = None, archived: bool | None = None) -> dict[str, Any]:
+    """Set a run's tags (replacing them) and/or whether it is archived (archived runs are hidden from the Lab app's
+    list unless asked for); returns the labels. A tag is a short word: letters, digits, ``-``, ``_``, ``.``, ``:``."""
+    import json
+    import re
+
+    from maze_lab.core.utils.atomic import write_atomic
+
+    directory = RunDirectory.open(run_dir)
+    labels = run_labels(directory.path)
+    if tags is not None:
+        tags = list(dict.fromkeys(str(t).strip() for t in tags if str(t).strip()))
+        bad = [t for t in tags if len(t) > MAX_TAG_LENGTH or not re.fullmatch(r"[\w.:-]+", t)]
+        if bad or len(tags) > MAX_TAGS:
+            raise ValueError(f"tags must be at most {MAX_TAGS} words of letters, digits, '-', '_', '.' or ':' (at most "
+                             f"{MAX_TAG_LENGTH} characters each); refused: {', '.join(map(repr, bad)) or 'too many'}")
+        labels["tags"] = tags
+    if archived is not None:
+        labels["archived"] = bool(archived)
+    write_atomic(directory.path / LABELS_FILE, json.dumps(labels).encode())
+    return labels
+
+
+def delete_run(run_dir: str | Path) -> Path:
+    """Delete a run directory with everything in it; a live run is refused (stop it first: ``maze-lab stop``), as is
+    anything that is not a run directory (no summary, a symlink)."""
+    import shutil
+
+    path = Path(run_dir)
+    if path.is_symlink() or not path.is_dir() or not (path / MARKER).is_file():
+        raise ValueError(f"{path} is not a run directory (a directory holding {MARKER}); nothing was deleted")
+    try:
+        summary = RunDirectory(path).read_summary()
+    except (DamagedRunError, OSError):  # a damaged run can be deleted; whether it is live its owner file says
+        summary = {}
+    if resolve_status(path, summary)["live"]:
+        raise RunControlError(f"{path} is live (a process trains it); stop it first, then delete it")
+    shutil.rmtree(path)
+    return path
 
 
 def run_group(summary: Mapping[str, Any]) -> str | None:
