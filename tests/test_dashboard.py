@@ -902,3 +902,15 @@ def test_the_console_tab_shows_the_runs_epoch_lines_and_refuses_a_fifo(three_epo
             "FIFO" in dash.tabs.children[-1].children[0].value, dash.errors
     finally:
         dash.close()
+
+
+def test_the_distributions_open_at_the_latest_epoch_in_a_grid_that_fits_a_screen(three_epoch_run):
+    dash = TrainingDashboard(three_epoch_run)
+    try:
+        view = dash.open_tab("Distributions")
+        assert view.epoch_slider.value == view.epoch_slider.max == 3
+        actions, observations = view.grid.children
+        assert "Actions" in actions.children[0].value and "Observations" in observations.children[0].value
+        assert "minmax(460px, 1fr)" in view.grid.layout.grid_template_columns  # side by side on a wide screen
+    finally:
+        dash.close()

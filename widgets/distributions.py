@@ -378,14 +378,17 @@ class DistributionsView(PollingView):
         self.action_select.observe(lambda _: self._redraw(actions=True, observations=False), names="value")
         self.obs_select.observe(lambda _: self._on_obs_key(), names="value")
         self.dim_select.observe(lambda _: self._redraw(actions=False, observations=True), names="value")
-        self.widget = w.VBox([
-            self.header,
-            w.HBox([self.prefix_select, self.play, self.epoch_slider]),
-            w.HTML("<h4 style='margin:6px 0 0 0'>Actions</h4>"), self.action_select, self.action_note,
-            self.action_fig,
-            w.HTML("<h4 style='margin:6px 0 0 0'>Observations</h4>"), w.HBox([self.obs_select, self.dim_select]),
-            self.obs_note, self.obs_fig, self.summary_box,
-        ])
+        # actions and observations side by side where the screen is wide enough (one column where it is not), so
+        # that one epoch's distributions fit a screen; the epoch shown first is the latest
+        actions = w.VBox([w.HTML("<h4 style='margin:6px 0 0 0'>Actions</h4>"), self.action_select, self.action_note,
+                          self.action_fig], layout=w.Layout(min_width="0"))
+        observations = w.VBox([w.HTML("<h4 style='margin:6px 0 0 0'>Observations</h4>"),
+                               w.HBox([self.obs_select, self.dim_select]), self.obs_note, self.obs_fig,
+                               self.summary_box], layout=w.Layout(min_width="0"))
+        self.grid = w.GridBox([actions, observations], layout=w.Layout(
+            grid_template_columns="repeat(auto-fit, minmax(460px, 1fr))", grid_gap="4px 16px"))
+        self.grid.add_class("maze-lab-distributions-grid")
+        self.widget = w.VBox([self.header, w.HBox([self.prefix_select, self.play, self.epoch_slider]), self.grid])
         self.update(force=True)
 
     # ---- test hooks: the numbers behind the plots ----------------------------------------------------------------
