@@ -239,7 +239,13 @@ def screenshot(page: Any, name: str, full_page: bool = True, locator: Any = None
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     if locator is not None:
-        locator.screenshot(path=str(path))
+        try:
+            locator.screenshot(path=str(path), timeout=30_000)
+        except Exception as err:  # noqa: BLE001 - playwright's TimeoutError: a live view that redraws every second
+            # may never hold still for two frames on a loaded machine; the artifact is then the whole page
+            if "Timeout" not in type(err).__name__:
+                raise
+            page.screenshot(path=str(path), full_page=full_page)
     else:
         page.screenshot(path=str(path), full_page=full_page)
     return path
