@@ -497,6 +497,11 @@ def test_lab_app_in_the_browser(tmp_path: Path, finished_run: Path) -> None:
             page.wait_for_selector(".maze-lab-detail .js-plotly-plot", timeout=60_000)
             wait_until(lambda: any(p["points"] > 0 for p in plots(page, page.query_selector(".maze-lab-detail"))),
                        timeout=60, what="the comparison's curves")
+            # what the click opened is scrolled into view (it opens below the runs list, off the visible page)
+            wait_until(lambda: page.evaluate("() => { const box = document.querySelector('.maze-lab-detail')"
+                                             ".getBoundingClientRect(); return box.top >= -2 && "
+                                             "box.top < window.innerHeight / 2; }"),
+                       timeout=30, what="the comparison scrolled into view")
             screenshot(page, "lab_comparison", locator=page.locator(".maze-lab-detail"))
 
             # ---- trajectories: record one with the rollout button, then move the viewer's slider

@@ -27,8 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anywidget
 import ipywidgets as w
 import numpy as np
+import traitlets
 
 from maze_lab.widgets.view import PollingView
 
@@ -65,6 +67,31 @@ def _section(title: str, *children: Any) -> w.VBox:
     box = w.VBox([w.HTML(f"<div class='maze-lab-section-title'>{_esc(title)}</div>"), *children])
     box.add_class("maze-lab-section")
     return box
+
+
+class ScrollIntoView(anywidget.AnyWidget):
+    """An invisible widget that scrolls the page to the element of a CSS selector each time it is asked to (the
+    front-end does it: a kernel has no say over the page's scroll position otherwise)."""
+
+    _esm = """
+    export default {
+      render({ model, el }) {
+        el.style.display = "none";
+        model.on("change:token", () => {
+          const target = document.querySelector(model.get("selector"));
+          if (target) { target.scrollIntoView({ behavior: "smooth", block: "start" }); }
+        });
+      },
+    };
+    """
+    selector = traitlets.Unicode("").tag(sync=True)
+    token = traitlets.Int(0).tag(sync=True)
+
+    def scroll_to(self, selector: str) -> None:
+        """Scroll the page to the first element matching ``selector``."""
+        with self.hold_sync():
+            self.selector = selector
+            self.token += 1
 
 
 def _number_or(value: Any, default: float) -> float:
@@ -295,8 +322,10 @@ class LabApp(PollingView):
 
         self._plotly_warmup = FigureWidget(layout={"height": 20, "width": 20})
         warmup = w.Box([self._plotly_warmup], layout=w.Layout(display="none"))
+        self.scroller = ScrollIntoView()
+        """Brings what a button opened below the visible page into view."""
         self.widget = w.VBox([header, self.form_section, self.run_section, self.runs_section, self.detail_section,
-                              warmup])
+                              warmup, self.scroller])
         """The whole app (display it)."""
         self.widget.add_class("maze-lab-app")
         self._runs_signature: Any = None
@@ -836,6 +865,8 @@ class LabApp(PollingView):
         self.detail_section.layout.display = None
         if owner is not None:
             _start_live(owner)
+        if not self._restoring:  # what a click opened comes into view (a reload keeps the page where it is)
+            self.scroller.scroll_to(".maze-lab-detail")
         self.save_state()
 
     def close_detail(self) -> None:
