@@ -93,6 +93,10 @@ def test_two_runs_with_different_learning_rates(grid: tuple) -> None:
         fig = cmp.curve_box.children[0]
         legend = {t.name for t in fig.data}
         assert legend == {"lr=0.001", "lr=0.0003"}
+        # the cockpit's look: white, the bare template, axis titles, the toolbar down the side
+        assert (fig.layout.template.layout.to_plotly_json() == {} and fig.layout.plot_bgcolor == "#fff"
+                and fig.layout.modebar.orientation == "v" and fig.layout.xaxis.title.text == "epoch"
+                and fig.layout.yaxis.title.text == "reward"), fig.layout
         colours = [t.line.color for t in fig.data]
         assert len(set(colours)) == 2
         for trace, (epochs, values) in zip(fig.data, cmp.curves(EVAL).values(), strict=True):

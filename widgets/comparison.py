@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 
 from maze_lab.run.run_dir import MARKER
 from maze_lab.run.runs import differing_params, find_run_dirs, flatten_config
-from maze_lab.widgets.plotly_widgets import FigureWidget
+from maze_lab.widgets.plotly_widgets import FigureWidget, chart_layout
 from maze_lab.widgets.sources import RunSource, SeriesBook
 from maze_lab.widgets.view import PollingView
 
@@ -392,7 +392,7 @@ class RunComparison(PollingView):
         self.parcoords_metric.observe(lambda _: self._draw_parcoords(), names="value")
         self.parcoords_note = w.HTML()
         self.parcoords = FigureWidget(data=[go.Parcoords(dimensions=[])],
-                                      layout={"height": 400, "margin": {"t": 100, "b": 30, "l": 80, "r": 80},
+                                      layout={"height": 400, "margin": {"t": 100, "b": 30, "l": 80, "r": 150},
                                               "title": {"text": "hyperparameters → metric", "y": 0.97}})
         self.tabs = w.Tab(children=[
             w.VBox([self.stat_filter, self.stat_select, self.curve_box]),
@@ -504,9 +504,9 @@ class RunComparison(PollingView):
         for stat in self._chosen:
             fig = self._figures.get(stat)
             if fig is None:
-                fig = self._figures[stat] = FigureWidget(layout={
-                    "title": {"text": stat, "font": {"size": 14}}, "height": 300, "xaxis": {"title": "epoch"},
-                    "margin": {"t": 40, "b": 40, "l": 50, "r": 10}, "legend": {"title": {"text": "run"}}})
+                fig = self._figures[stat] = FigureWidget(layout=chart_layout(  # the cockpit's look
+                    stat, 300, "epoch", stat.rsplit("/", 2)[-2].replace("_", " "),
+                    margin={"t": 40, "b": 40, "l": 64, "r": 10}, legend={"title": {"text": "run"}}))
                 self._drawn[stat] = {}
             drawn = self._drawn[stat]  # run key -> (what was drawn, its trace)
             with fig.batch_update():
@@ -584,8 +584,10 @@ class RunComparison(PollingView):
             return
         with self.parcoords.batch_update():
             self.parcoords.data[0].dimensions = dims
+            # the colour bar stands clear of the last axis (its labels need room on the right)
             self.parcoords.data[0].line = {"color": colour, "colorscale": "Viridis", "showscale": True,
-                                           "colorbar": {"title": {"text": metric}}}
+                                           "colorbar": {"title": {"text": metric}, "x": 1.04, "xanchor": "left",
+                                                        "thickness": 14}}
         self._parcoords_signature = signature
 
     # ---- live --------------------------------------------------------------------------------------------------

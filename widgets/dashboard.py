@@ -32,7 +32,7 @@ import ipywidgets as w
 import numpy as np
 import plotly.graph_objects as go
 
-from maze_lab.widgets.plotly_widgets import FigureWidget
+from maze_lab.widgets.plotly_widgets import FigureWidget, chart_layout
 from maze_lab.widgets.sources import RunSource, SeriesBook
 from maze_lab.widgets.view import PollingView
 
@@ -615,27 +615,19 @@ class TrainingDashboard(PollingView):
             self.curves.children = tuple(sections)
 
     def _new_figure(self, chart: Chart, traces: list[dict[str, Any]], dtick: int | None) -> go.FigureWidget:
-        # the bare template with a few styles of our own: a named template is deep-copied into every figure,
-        # which made opening a run ten times slower
-        axis = {"showgrid": True, "gridcolor": "#e6e9ef", "zeroline": False, "linecolor": "#9aa0a6",
-                "showline": True, "ticks": "outside", "tickcolor": "#9aa0a6", "automargin": True}
-        # the traces go in with their data: the state a front-end gets when it connects after the figure was made
-        # (voila, a reload) then holds the curves, not empty axes. As dicts: the figure validates them once, where
-        # trace objects were validated, then copied and validated again (half the time of making a figure)
         scale_buttons = {"type": "buttons", "direction": "right", "x": 1.0, "xanchor": "right", "y": 1.13,
                          "yanchor": "bottom", "pad": {"r": 0, "t": 0}, "showactive": True, "active": 0,
                          "font": {"size": 9}, "bgcolor": "#f6f8fa", "bordercolor": "#d0d7de",
                          "buttons": [{"label": "lin", "method": "relayout", "args": [{"yaxis.type": "linear"}]},
                                      {"label": "log", "method": "relayout", "args": [{"yaxis.type": "log"}]}]}
-        fig = FigureWidget(data=[{"type": "scatter", **t} for t in traces], layout={
-            "template": "none", "title": {"text": chart.title, "font": {"size": 13}, "x": 0.02, "y": 0.97},
-            "height": 280, "margin": {"t": 40, "b": 40, "l": 64, "r": 12}, "paper_bgcolor": "#fff",
-            "plot_bgcolor": "#fff", "font": {"size": 11}, "hovermode": "x unified",
-            "legend": {"orientation": "h", "y": -0.3, "x": 0}, "modebar": {"orientation": "v"},
-            "updatemenus": [scale_buttons],
-            "xaxis": {**axis, "title": {"text": X_AXES[self.x_axis.value], "standoff": 2}, "dtick": dtick,
-                      "rangemode": self._rangemode()},
-            "yaxis": {**axis, "title": {"text": chart.y_title, "standoff": 4}}})
+        layout = chart_layout(chart.title, 280, X_AXES[self.x_axis.value], chart.y_title,
+                              margin={"t": 40, "b": 40, "l": 64, "r": 12}, updatemenus=[scale_buttons],
+                              legend={"orientation": "h", "y": -0.3, "x": 0})
+        layout["xaxis"].update(dtick=dtick, rangemode=self._rangemode())
+        # the traces go in with their data: the state a front-end gets when it connects after the figure was made
+        # (voila, a reload) then holds the curves, not empty axes. As dicts: the figure validates them once, where
+        # trace objects were validated, then copied and validated again (half the time of making a figure)
+        fig = FigureWidget(data=[{"type": "scatter", **t} for t in traces], layout=layout)
         fig._maze_chart = chart  # noqa: SLF001 - curve_data reads the chart back from the figure
         return fig
 
