@@ -139,7 +139,10 @@ def test_sweep_runs_a_grid_and_prints_a_comparison(swept: subprocess.CompletedPr
     lines = swept.stdout.strip().splitlines()
     assert lines[0].startswith("maze-lab sweep: 3 runs over algorithm.lr (3 values), 2 parallel job(s)")
     assert lines[1] == "maze-lab sweep: each run: training for 1 epoch of 2 updates"
-    header, rows = lines[2], lines[3:]
+    # what runs: env, algorithm, model, runner, and the seeds
+    assert lines[2].startswith("maze-lab sweep: env CartPole-v1, algorithm PPO, model ") and \
+        lines[2].endswith("; seeds 1234, 1234, 1234"), lines[2]
+    header, rows = lines[3], lines[4:]
     assert header.split()[:3] == ["algorithm.lr", "status", "epoch"]
     assert len(rows) == 3
     assert [float(r.split()[0]) for r in rows] == [0.001, 0.0005, 0.0002]
@@ -181,8 +184,10 @@ def test_a_sweep_whose_every_run_fails_says_so_in_one_line(tmp_path: Path, jobs:
 def test_a_sweep_goes_on_past_a_failed_run(tmp_path: Path) -> None:
     proc = maze_lab("sweep", "env.name=CartPole-v1,NoSuchEnv-v0", *TINY, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
-    rows = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()[3:] if line.strip()}
+    rows = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()[4:] if line.strip()}
     assert rows == {"CartPole-v1": "done", "NoSuchEnv-v0": "failed"}
+    described = proc.stdout.splitlines()[2]  # the runs differ in their env: both are named
+    assert described.startswith("maze-lab sweep: env CartPole-v1, ") and " | env NoSuchEnv-v0, " in described
     assert "Traceback" not in proc.stderr
     assert "maze-lab sweep: 1 of 2 runs failed" in proc.stderr and "NoSuchEnv-v0" in proc.stderr
 

@@ -141,7 +141,7 @@ def parse_sweep(words: list[str]) -> tuple[dict[str, Any], str | None]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from maze_lab.run.config import training_plan
+    from maze_lab.run.config import describe_run, training_plan
     from maze_lab.run.run_context import RunContext
 
     _check_config_name(args)
@@ -155,6 +155,11 @@ def _sweep(args: argparse.Namespace) -> int:
     plans = list(dict.fromkeys(training_plan(cfg) for cfg in rc.configs))
     print(f"maze-lab sweep: each run: {plans[0]}" if len(plans) == 1 else
           "maze-lab sweep: the runs differ: " + " | ".join(plans), flush=True)
+    # what runs: env, algorithm, model and runner where the runs share them, and the seeds of the runs
+    described = list(dict.fromkeys(describe_run(cfg).rsplit(", seed ", 1)[0] for cfg in rc.configs))
+    seeds = ", ".join(str(cfg.get("seed")) for cfg in rc.configs)
+    print(f"maze-lab sweep: {described[0] if len(described) == 1 else ' | '.join(described)}; seeds {seeds}",
+          flush=True)
     try:
         with interrupt_once() as caught:
             try:

@@ -900,7 +900,7 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
     :raises ConfigurationError: a bad search space or setting, or a study directory whose files are not regular files
         inside it, whose ``study.db`` is damaged or held locked by another process.
     """
-    from maze_lab.run.config import GROUPS, compose_config
+    from maze_lab.run.config import GROUPS, compose_config, describe_run, training_plan
 
     if backend not in ("local", "ray"):
         raise ConfigurationError(f"backend must be 'local' or 'ray', got {backend!r}")
@@ -957,6 +957,8 @@ def optimize(space: str | Path | Mapping[str, Any] | SearchSpace, overrides: Map
                     f"{n_jobs} worker process(es)" if n_jobs > 1 else "one at a time in this process")
             say(f"maze-lab optimize: study {study_name} in {study_path}: {target} trials wanted, {len(done)} finished, "
                 f"{missing} to run ({mode})")
+            say(f"maze-lab optimize: each trial: {describe_run(base)}, {training_plan(base)}; sampled: "
+                f"{', '.join(spec.params)}")
             job_base = {"components": components, "overrides": merged, "experiment": experiment,
                         "config_modules": config_modules, "study_name": study_name, "study_dir": str(study_path),
                         "objective": spec.study.objective, "pruner": spec.study.pruner,
