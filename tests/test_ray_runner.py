@@ -275,10 +275,11 @@ def test_cli_rollout_with_workers_equals_one_process(tmp_path: Path, capsys, ext
     rc.train()
     rc.close()
     assert main(["rollout", str(rc.run_dir), "--episodes", "4", "--seed", "2", "--no-record"]) == 0
-    one = capsys.readouterr().out.splitlines()[0]
+    one = capsys.readouterr().out.splitlines()[1]  # after the line that says what runs
     assert main(["rollout", str(rc.run_dir), "--episodes", "4", "--seed", "2", *extra]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == one, (out, one)  # mean reward and every episode length
+    assert out[0].startswith("maze-lab rollout: 4 episode(s) of the best policy") and ", 2 " in out[0], out[0]
+    assert out[1] == one, (out, one)  # mean reward and every episode length
     assert len(list((rc.run_dir / "trajectories").glob("*"))) == 4
     assert RunDirectory(rc.run_dir).read_summary()["last_rollout"]["workers"] == 2
 

@@ -25,21 +25,27 @@ import contextlib
 import copy
 import multiprocessing as mp
 import os
-import signal
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from multiprocessing.connection import wait
 from typing import Any
-
-import cloudpickle
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.core.utils.main_guard import check_main_guard
+from maze_lab.distributed.processes import (
+    WorkerDied,
+    WorkerError,
+    WorkerProcess,
+    WorkerRaised,
+    died_message,
+    serve,
+    shutdown_workers,
+)
 from maze_lab.train.ray_config import check_worker_counts
 from maze_lab.train.ray_rollouts import (
     EnvFactory,
@@ -48,7 +54,6 @@ from maze_lab.train.ray_rollouts import (
     _RolloutWorker,
     worker_group_parts,
 )
-from maze_lab.train.vector_env import end_process, how_it_ended
 
 PROCESS_ALGORITHMS = ("PPOAlgorithmConfig", "A2CAlgorithmConfig")
 """The algorithm configs whose rollouts run in the worker processes (A2C and PPO take a rollout generator)."""
@@ -57,7 +62,7 @@ _CLOSE_TIMEOUT = 10.0
 """Seconds the workers get to flush their envs' event logs and exit before they are terminated."""
 
 
-class ProcessWorkerError(RuntimeError):
+class ProcessWorkerError(WorkerError):
     """A rollout worker process raised (the message carries its traceback) or died (the message says how)."""
 
 
@@ -80,78 +85,50 @@ def validate_process_runner(runner: Any, algorithm: Any) -> None:
 # ---- the worker process ---------------------------------------------------------------------------------------
 
 
-def _worker_main(index: int, conn: Any, factories_payload: bytes, policy_payload: bytes, torch_seed: int | None,
+class _Served:
+    """What a rollout worker process holds: the worker body, its policy's tensors, the version of their weights."""
+
+    def __init__(self, worker: _RolloutWorker, tensors: list[Any]):
+        self.worker = worker
+        self.tensors = tensors
+        self.version = -1
+
+
+def _build(index: int, factories_payload: bytes, policy_payload: bytes, torch_seed: int | None) -> _Served:
+    """The worker body (its envs and policy copy) and the tensors the published weights are copied into."""
+    from maze_lab.train.trainers.impala.actors import _policy_tensors
+
+    worker = _RolloutWorker(index, factories_payload, policy_payload, torch_seed)
+    try:
+        return _Served(worker, _policy_tensors(worker.policy))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            worker.close()
+        raise
+
+
+def _worker_main(conn: Any, factories_payload: bytes, index: int, policy_payload: bytes, torch_seed: int | None,
                  weights: Any) -> None:
     """A rollout worker: build the envs and the policy copy, then serve commands until told to close.
 
     Commands arrive cloudpickled (a sampler or a ``call`` argument may be a lambda); replies are ("ok", value) or
-    ("error", traceback). A failed command is reported and the worker keeps serving; the driver decides."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel handles interrupts and stops the workers
-    worker = None
-    try:
-        try:
-            from maze_lab.train.trainers.impala.actors import _policy_tensors
-
-            worker = _RolloutWorker(index, factories_payload, policy_payload, torch_seed)
-            tensors = _policy_tensors(worker.policy)
-        except BaseException:  # noqa: BLE001 - import and build errors go to the driver with their traceback
-            conn.send(("error", traceback.format_exc()))
-            return
-        conn.send(("ok", os.getpid()))
-        version = -1
-        while True:
-            try:
-                cmd, data = cloudpickle.loads(conn.recv_bytes())
-            except (EOFError, OSError):
-                break  # the driver went away
-            if cmd == "close":
-                worker.close()  # flushes the envs' event logs before the driver hears back
-                worker = None
-                conn.send(("ok", None))
-                break
-            try:
-                if cmd == "rollout":
-                    n_steps, epoch, sampler = data
-                    version = weights.pull(tensors, version)  # the weights the learner published for this update
-                    reply = worker.rollout(None, n_steps, epoch, sampler)
-                elif cmd == "reset":
-                    reply = worker.reset(data)
-                elif cmd == "call":
-                    reply = worker.call(*data)
-                else:
-                    raise ValueError(f"unknown command {cmd!r}")
-            except (BrokenPipeError, ConnectionError):
-                raise
-            except BaseException:  # noqa: BLE001
-                conn.send(("error", traceback.format_exc()))
-                continue
-            conn.send(("ok", reply))
-    except (BrokenPipeError, ConnectionError):
-        pass  # the driver closed the pipe while shutting down: nothing left to report to
-    finally:
-        if worker is not None:
-            with contextlib.suppress(Exception):
-                worker.close()
-        with contextlib.suppress(Exception):
-            conn.close()
+    ("error", traceback). A failed command is reported and the worker keeps serving; the driver decides. The envs
+    flush their event logs before the close is answered."""
+    serve(conn, partial(_build, index, factories_payload, policy_payload, torch_seed), partial(_command, weights),
+          close=lambda served: served.worker.close(), ready=lambda _: os.getpid(), cloudpickled=True)
 
 
-def _shutdown_workers(processes: list[Any], conns: list[Any], timeout: float = _CLOSE_TIMEOUT) -> None:
-    """Ask the workers to close (they flush their envs' event logs first), then end those that do not in time."""
-    for conn in conns:
-        with contextlib.suppress(Exception):
-            conn.send_bytes(pickling.dumps(("close", None)))
-    deadline = time.monotonic() + timeout
-    for conn, proc in zip(conns, processes, strict=False):
-        with contextlib.suppress(Exception):
-            # a worker busy with a rollout answers the rollout first: read until its close reply or its end
-            while proc.is_alive() and conn.poll(max(0.0, deadline - time.monotonic())):
-                if conn.recv() == ("ok", None):
-                    break
-        with contextlib.suppress(Exception):
-            conn.close()
-    for proc in processes:
-        end_process(proc, wait=max(0.1, deadline - time.monotonic()))
+def _command(weights: Any, served: _Served, cmd: str, data: Any) -> Any:
+    """A rollout worker's answer to one command of the driver."""
+    if cmd == "rollout":
+        n_steps, epoch, sampler = data
+        served.version = weights.pull(served.tensors, served.version)  # the weights published for this update
+        return served.worker.rollout(None, n_steps, epoch, sampler)
+    if cmd == "reset":
+        return served.worker.reset(data)
+    if cmd == "call":
+        return served.worker.call(*data)
+    raise ValueError(f"unknown command {cmd!r}")
 
 
 # ---- the driver side ------------------------------------------------------------------------------------------
@@ -177,7 +154,7 @@ class ProcessEnvGroup(RayEnvGroup):
                  start_method: str = "spawn"):
         super().__init__(env_factories, n_workers, logging_prefix, writers, spaces)
         self.start_method = start_method
-        self.conns: list[Any] = []
+        self.actors: list[WorkerProcess] = []
         self.weights: Any = None
         self._version = 0
         self._finalizer: Any = None
@@ -201,18 +178,14 @@ class ProcessEnvGroup(RayEnvGroup):
         k = self.envs_per_worker
         try:
             for w in range(self.n_workers):
-                parent, child = ctx.Pipe()
-                proc = ctx.Process(target=_worker_main, name=f"maze-lab-rollout-worker-{w}", daemon=True,
-                                   args=(w, child, pickling.dumps(self.factories[w * k:(w + 1) * k]),
-                                         policy_payload, None if seed is None else seed + w, self.weights))
-                proc.start()
-                child.close()  # the worker holds the only other end: its pipe ends with EOF when it does
-                self.actors.append(proc)
-                self.conns.append(parent)
-            self.pids = [proc.pid for proc in self.actors]
+                self.actors.append(WorkerProcess.start(
+                    ctx, f"rollout worker {w}", _worker_main, pickling.dumps(self.factories[w * k:(w + 1) * k]), w,
+                    policy_payload, None if seed is None else seed + w, self.weights,
+                    process_name=f"maze-lab-rollout-worker-{w}", cloudpickled=True))
+            self.pids = [worker.pid for worker in self.actors]
             # a group dropped without close() (a trainer garbage-collected in a test) still ends its workers; the
             # finalizer holds no reference to the group
-            self._finalizer = weakref.finalize(self, _shutdown_workers, list(self.actors), list(self.conns))
+            self._finalizer = weakref.finalize(self, shutdown_workers, list(self.actors), _CLOSE_TIMEOUT)
             self._exchange(None, "starting")  # each worker reports once its envs are built
             self._replay_pending_calls()
         except ProcessWorkerError:
@@ -230,49 +203,38 @@ class ProcessEnvGroup(RayEnvGroup):
         if not self.actors:
             raise RuntimeError(f"the {self.worker_label}s are not running (closed, or stopped by an interrupt)")
         try:
-            if messages is not None:
-                for w, (conn, message) in enumerate(zip(self.conns, messages, strict=True)):
-                    try:
-                        conn.send_bytes(pickling.dumps(message))
-                    except (BrokenPipeError, ConnectionError, OSError):
-                        raise self._died(w, during) from None
-            replies: list[Any] = [None] * len(self.conns)
-            waiting = {conn: w for w, conn in enumerate(self.conns)}
-            while waiting:
-                for conn in wait(list(waiting)):
-                    w = waiting.pop(conn)
-                    try:
-                        status, data = conn.recv()
-                    except (EOFError, OSError):
-                        raise self._died(w, during) from None
-                    if status == "error":
-                        raise self._raised(w, during, data)
-                    replies[w] = data
-            return replies
+            try:
+                if messages is not None:
+                    for worker, message in zip(self.actors, messages, strict=True):
+                        worker.send(message)
+                replies: list[Any] = [None] * len(self.actors)
+                waiting = {worker.conn: w for w, worker in enumerate(self.actors)}
+                while waiting:
+                    for conn in wait(list(waiting)):
+                        w = waiting.pop(conn)
+                        replies[w] = self.actors[w].receive()
+                return replies
+            except WorkerDied as died:
+                raise self._died(died, during) from None
+            except WorkerRaised as raised:
+                raise self._raised(raised, during) from None
         except ProcessWorkerError:
             raise
         except BaseException:
             self._stop_actors()
             raise
 
-    def _name(self, w: int) -> str:
-        pid = self.pids[w] if w < len(self.pids) else None
-        return f"rollout worker {w} (pid {pid})"
-
-    def _died(self, w: int, during: str) -> ProcessWorkerError:
-        """The error for worker ``w`` whose pipe broke: how it ended (signal or exit code); all workers stopped."""
-        proc = self.actors[w] if w < len(self.actors) else None
-        how = (how_it_ended(proc) if proc is not None else None) or "its pipe closed"
-        name = self._name(w)
+    def _died(self, died: WorkerDied, during: str) -> ProcessWorkerError:
+        """The error for a worker whose pipe broke: how it ended (signal or exit code); all workers stopped."""
         self._fail()
-        self._failure = ProcessWorkerError(f"{name} died: {how}, while {during}, without reporting an error (killed "
-                                           f"from outside, or out of memory?); all rollout workers were shut down. "
-                                           f"The last checkpoint stays as it was")
+        self._failure = ProcessWorkerError(died_message(
+            died.worker.describe(), died.how or "its pipe closed",
+            "all rollout workers were shut down. The last checkpoint stays as it was", during))
         return self._failure
 
-    def _raised(self, w: int, during: str, trace: str) -> ProcessWorkerError:
-        """The error for worker ``w`` that reported an exception; all workers stopped."""
-        name = self._name(w)
+    def _raised(self, raised: WorkerRaised, during: str) -> ProcessWorkerError:
+        """The error for a worker that reported an exception; all workers stopped."""
+        name, trace = raised.worker.describe(), raised.trace
         self._fail()
         if during == "starting":
             self._failure = ProcessWorkerError(f"{name} failed to start (building its envs or policy raised); all "
@@ -301,13 +263,12 @@ class ProcessEnvGroup(RayEnvGroup):
 
     def _stop_actors(self) -> None:
         """Stop the worker processes (those that still answer flush their envs' event logs first)."""
-        processes, conns = self.actors, self.conns
-        self.actors, self.conns = [], []
+        workers, self.actors = self.actors, []
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        if processes:
-            _shutdown_workers(processes, conns)
+        if workers:
+            shutdown_workers(workers, _CLOSE_TIMEOUT)
 
 
 class ProcessRolloutGenerator(RayRolloutGenerator):

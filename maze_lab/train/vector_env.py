@@ -7,11 +7,7 @@ episode is handed over in ``info["terminal_observation"]`` so that trainers can 
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
-import os
-import signal
-import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,8 +23,20 @@ from maze_lab.core.utils import pickling
 from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.core.utils.yielding import give_way
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
+from maze_lab.distributed.processes import (
+    WorkerDied,
+    WorkerError,
+    WorkerProcess,
+    WorkerRaised,
+    died_message,
+    serve,
+    shutdown_workers,
+)
 
 EnvFactory = Callable[[], Any]
+
+_CLOSE_TIMEOUT = 4.0
+"""Seconds the worker processes get to close their envs and exit before they are terminated."""
 
 
 def stack_observations(observations: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -79,11 +87,11 @@ def _ensure_log_stats(env: Any) -> LogStatsWrapper:
     return LogStatsWrapper.wrap(env)
 
 
-class VectorEnvWorkerError(RuntimeError):
+class VectorEnvWorkerError(WorkerError):
     """An env raised inside a worker process; the message carries the worker's traceback."""
 
 
-class VectorEnvCallError(RuntimeError):
+class VectorEnvCallError(WorkerError):
     """A method called on the envs of a worker raised; the envs and workers are unaffected."""
 
 
@@ -293,59 +301,36 @@ class SequentialVectorEnv(VectorEnv):
 
 def _worker(conn: Any, payload: bytes) -> None:
     """Worker process main loop: builds its envs and serves step/reset commands until told to close."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles interrupts and shuts workers down
-    try:
-        _serve(conn, payload)
-    except (BrokenPipeError, EOFError, ConnectionError):
-        pass  # the main process went away or closed the pipe while shutting down: nothing left to report to
-    finally:
-        conn.close()
+    serve(conn, lambda: [_ensure_log_stats(f()) for f in cloudpickle.loads(payload)], _command, close=_close_envs,
+          ready=lambda envs: (envs[0].observation_spaces_dict, envs[0].action_spaces_dict, envs[0].agent_counts_dict))
 
 
-def _serve(conn: Any, payload: bytes) -> None:
-    try:
-        factories = cloudpickle.loads(payload)
-        envs = [_ensure_log_stats(f()) for f in factories]
-        conn.send(("ok", (envs[0].observation_spaces_dict, envs[0].action_spaces_dict, envs[0].agent_counts_dict)))
-    except BaseException:  # noqa: BLE001 - report anything, including import errors, to the main process
-        conn.send(("error", traceback.format_exc()))
-        return
-    while True:
-        try:
-            cmd, data = conn.recv()
-        except (EOFError, OSError):
-            break
-        try:
-            if cmd == "step":
-                results = []
-                for env, action in zip(envs, data, strict=True):
-                    obs, r, te, tr, info = env.step(action)
-                    if te or tr:
-                        info = dict(info)
-                        info["terminal_observation"] = obs
-                        obs, _ = env.reset()
-                    results.append((obs, r, te, tr, info, env.actor_id(), env.get_actor_rewards()))
-                episodes = pop_episode_stats(envs)
-                conn.send(("ok", (results, episodes)))
-            elif cmd == "reset":
-                obs = [env.reset(seed=s)[0] for env, s in zip(envs, data, strict=True)]
-                conn.send(("ok", (obs, [env.actor_id() for env in envs])))
-            elif cmd == "episodes":
-                conn.send(("ok", pop_episode_stats(envs)))
-            elif cmd == "call":
-                name, args, kwargs = data
-                conn.send(("ok", [getattr(env, name)(*args, **kwargs) for env in envs]))
-            elif cmd == "close":
-                for env in envs:
-                    env.close()
-                conn.send(("ok", None))
-                break
-            else:
-                conn.send(("error", f"unknown command {cmd!r}"))
-        except (BrokenPipeError, ConnectionError):
-            raise
-        except BaseException:  # noqa: BLE001
-            conn.send(("error", traceback.format_exc()))
+def _command(envs: list[LogStatsWrapper], cmd: str, data: Any) -> Any:
+    """A worker's answer to one command of the main process."""
+    if cmd == "step":
+        results = []
+        for env, action in zip(envs, data, strict=True):
+            obs, r, te, tr, info = env.step(action)
+            if te or tr:
+                info = dict(info)
+                info["terminal_observation"] = obs
+                obs, _ = env.reset()
+            results.append((obs, r, te, tr, info, env.actor_id(), env.get_actor_rewards()))
+        return results, pop_episode_stats(envs)
+    if cmd == "reset":
+        obs = [env.reset(seed=s)[0] for env, s in zip(envs, data, strict=True)]
+        return obs, [env.actor_id() for env in envs]
+    if cmd == "episodes":
+        return pop_episode_stats(envs)
+    if cmd == "call":
+        name, args, kwargs = data
+        return [getattr(env, name)(*args, **kwargs) for env in envs]
+    raise ValueError(f"unknown command {cmd!r}")
+
+
+def _close_envs(envs: list[LogStatsWrapper]) -> None:
+    for env in envs:
+        env.close()
 
 
 def pop_episode_stats(envs: list[LogStatsWrapper]) -> list[LogStats]:
@@ -358,35 +343,6 @@ def pop_episode_stats(envs: list[LogStatsWrapper]) -> list[LogStats]:
                 out.extend(agg._episodes)
                 agg._episodes = []
     return out
-
-
-def end_process(proc: Any, wait: float = 0.0) -> None:
-    """End a worker process: wait up to ``wait`` seconds for it to exit by itself, then SIGTERM, then SIGKILL (each
-    with a short join, so that no zombie is left and the caller never hangs on a stuck worker)."""
-    if wait > 0:
-        proc.join(timeout=wait)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(timeout=2.0)
-    if proc.is_alive() and proc.pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.join(timeout=1.0)
-
-
-def how_it_ended(proc: Any, timeout: float = 5.0) -> str | None:
-    """How a worker process whose pipe broke ended: ``signal 9 (SIGKILL)`` or ``exit code 1`` (None: still running
-    after ``timeout`` seconds). The pipe breaks as the process ends; the join gives its exit status time to arrive."""
-    proc.join(timeout=timeout)
-    code = proc.exitcode
-    if code is None:
-        return None
-    if code < 0:
-        try:
-            return f"signal {-code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
 
 
 class SubprocVectorEnv(VectorEnv):
@@ -410,18 +366,13 @@ class SubprocVectorEnv(VectorEnv):
         self._order = [i for g in self._groups for i in g]
         check_main_guard(start_method, "SubprocVectorEnv env processes")
         ctx = mp.get_context(start_method)
-        self._conns, self.processes = [], []
+        self._workers: list[WorkerProcess] = []
         self._closed = False
         try:
-            for group in self._groups:
-                parent, child = ctx.Pipe()
+            for index, group in enumerate(self._groups):
                 payload = pickling.dumps([env_factories[i] for i in group])
-                proc = ctx.Process(target=_worker, args=(child, payload), daemon=True)
-                proc.start()
-                child.close()
-                self._conns.append(parent)
-                self.processes.append(proc)
-            infos = [self._receive(c, i) for i, c in enumerate(self._conns)]
+                self._workers.append(WorkerProcess.start(ctx, f"vector env worker {index}", _worker, payload))
+            infos = [self._receive(i) for i in range(len(self._workers))]
         except BaseException:
             self.close()
             raise
@@ -431,25 +382,31 @@ class SubprocVectorEnv(VectorEnv):
         self._agent_ids.flags.writeable = False
         self._actor_rewards: np.ndarray | None = None
 
-    def _died(self, index: int) -> VectorEnvWorkerError:
-        """The error for a worker whose pipe broke: how it ended (signal or exit code), after shutting down."""
-        proc = self.processes[index] if index < len(self.processes) else None
-        how = how_it_ended(proc) if proc is not None else None
-        self.close()
-        how = how or "it stopped answering"
-        pid = None if proc is None else proc.pid
-        return VectorEnvWorkerError(f"vector env worker {index} (pid {pid}) died: {how}, without reporting an "
-                                    f"error (killed from outside, or out of memory?); all workers were shut down")
+    @property
+    def processes(self) -> list[Any]:
+        """The worker processes."""
+        return [worker.process for worker in self._workers]
 
-    def _receive(self, conn: Any, index: int) -> Any:
+    def _died(self, died: WorkerDied) -> VectorEnvWorkerError:
+        """The error for a worker whose pipe broke: how it ended (signal or exit code), after shutting down."""
+        self.close()
+        return VectorEnvWorkerError(died_message(died.worker.describe(), died.how or "it stopped answering",
+                                                 "all workers were shut down"))
+
+    def _send(self, index: int, message: tuple[str, Any]) -> None:
         try:
-            status, data = conn.recv()
-        except (EOFError, OSError):
-            raise self._died(index) from None
-        if status == "error":
+            self._workers[index].send(message)
+        except WorkerDied as died:
+            raise self._died(died) from None
+
+    def _receive(self, index: int) -> Any:
+        try:
+            return self._workers[index].receive()
+        except WorkerDied as died:
+            raise self._died(died) from None
+        except WorkerRaised as raised:
             self.close()
-            raise VectorEnvWorkerError(f"an env raised in a worker process:\n{data}")
-        return data
+            raise VectorEnvWorkerError(f"an env raised in a worker process:\n{raised.trace}") from None
 
     def _scatter(self, values: list[Any]) -> list[list[Any]]:
         return [[values[i] for i in group] for group in self._groups]
@@ -467,12 +424,9 @@ class SubprocVectorEnv(VectorEnv):
         if self._closed:
             raise RuntimeError("this SubprocVectorEnv is closed (after close(), a worker error or an interrupt)")
         try:
-            for index, (conn, message) in enumerate(zip(self._conns, messages, strict=True)):
-                try:
-                    conn.send(message)
-                except (BrokenPipeError, ConnectionError):
-                    raise self._died(index) from None
-            return [self._receive(c, i) for i, c in enumerate(self._conns)]
+            for index, message in enumerate(messages):
+                self._send(index, message)
+            return [self._receive(i) for i in range(len(self._workers))]
         except BaseException:
             self.close()
             raise
@@ -528,7 +482,7 @@ class SubprocVectorEnv(VectorEnv):
     def _collect_episodes(self) -> None:
         if self._closed:
             return
-        for episodes in self._exchange([("episodes", None)] * len(self._conns)):
+        for episodes in self._exchange([("episodes", None)] * len(self._workers)):
             for ep in episodes:
                 self.epoch_aggregator.add_episode(ep)
 
@@ -541,17 +495,12 @@ class SubprocVectorEnv(VectorEnv):
         if self._closed:
             raise RuntimeError("this SubprocVectorEnv is closed (after close(), a worker error or an interrupt)")
         try:
-            for index, conn in enumerate(self._conns):
-                try:
-                    conn.send(("call", (name, args, kwargs)))
-                except (BrokenPipeError, ConnectionError):
-                    raise self._died(index) from None
-            replies = []
-            for index, conn in enumerate(self._conns):
-                try:
-                    replies.append(conn.recv())
-                except (EOFError, OSError):
-                    raise self._died(index) from None
+            for index in range(len(self._workers)):
+                self._send(index, ("call", (name, args, kwargs)))
+            try:
+                replies = [worker.receive_reply() for worker in self._workers]
+            except WorkerDied as died:
+                raise self._died(died) from None
         except BaseException:
             self.close()
             raise
@@ -565,20 +514,7 @@ class SubprocVectorEnv(VectorEnv):
         if self._closed:
             return
         self._closed = True
-        for conn in self._conns:
-            try:
-                conn.send(("close", None))
-            except (BrokenPipeError, OSError):
-                pass
-        for conn in self._conns:
-            try:
-                if conn.poll(2.0):
-                    conn.recv()
-            except (EOFError, OSError):
-                pass
-            conn.close()
-        for proc in self.processes:
-            end_process(proc, wait=2.0)
+        shutdown_workers(self._workers, timeout=_CLOSE_TIMEOUT)
 
     def __del__(self) -> None:
         try:

@@ -9,11 +9,9 @@ worker plays it: tasks go to whichever worker is free.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
-import multiprocessing.connection
-import signal
 import threading
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,10 +23,21 @@ from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.train.vector_env import end_process, how_it_ended, pop_episode_stats
+from maze_lab.distributed.processes import (
+    NO_REPLY,
+    WorkerDied,
+    WorkerError,
+    WorkerProcess,
+    WorkerRaised,
+    died_message,
+    ready_workers,
+    serve,
+    shutdown_workers,
+)
+from maze_lab.train.vector_env import pop_episode_stats
 
 
-class ESWorkerError(RuntimeError):
+class ESWorkerError(WorkerError):
     """An ES worker process failed: it raised (the message carries its traceback) or it died (killed by a
     signal, out of memory); all workers were shut down."""
 
@@ -104,96 +113,87 @@ def play_episode(env: Any, policy: Any, seed: int, max_steps: int, deterministic
 
 
 def _worker_main(conn: Any, payload: bytes) -> None:
-    """Entry point of a worker process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business: it shuts workers down
-    import torch
-
-    torch.set_num_threads(1)  # one process per core does the parallel work; intra-op threads would fight over them
-    env = None
-    try:
-        built = _build(conn, payload)
-        if built is not None:
-            env, spec = built
-            _serve(conn, env, spec)
-    except (BrokenPipeError, EOFError, ConnectionError):
-        pass  # the main process closed the pipe while shutting down: nothing left to report to
-    finally:
-        if env is not None:
-            for name in ("flush_event_logs", "close"):
-                try:
-                    getattr(env, name, lambda: None)()
-                except Exception:  # noqa: BLE001 - a failing close must not hide how the worker ended
-                    pass
-        conn.close()
+    """Entry point of a worker process: build the env and the policy copy, then play the tasks of the main process
+    until it sends ``close`` (or goes away); the env is flushed and closed at the end."""
+    serve(conn, lambda: _build(payload), _command, close=_close)
 
 
-def _build(conn: Any, payload: bytes) -> tuple[Any, _WorkerSpec] | None:
-    """The worker's env and spec, or None after reporting why they could not be built."""
-    try:
-        spec: _WorkerSpec = cloudpickle.loads(payload)
-        env = spec.env_factory()
-        if not isinstance(env, LogStatsWrapper):
-            env = LogStatsWrapper.wrap(env)
-        if spec.normalization_statistics:
-            env.set_normalization_statistics(spec.normalization_statistics)
-        conn.send(("ready", None))
-        return env, spec
-    except (BrokenPipeError, ConnectionError):
-        raise
-    except BaseException:  # noqa: BLE001 - report anything, import errors included, to the main process
-        conn.send(("error", traceback.format_exc()))
-        return None
+@dataclass
+class _Worker:
+    """What a worker process holds: its env, its policy copy and the noise table; the parameters of the update."""
+
+    env: Any
+    spec: _WorkerSpec
+    policy: Any
+    params: list[Any]
+    dim: int
+    table: Any
+    theta: np.ndarray | None = None
 
 
-def _serve(conn: Any, env: Any, spec: _WorkerSpec) -> None:
-    """Answer the main process's commands until it sends ``close`` or goes away."""
+def _build(payload: bytes) -> _Worker:
+    """The worker's env, policy copy and noise table, from its cloudpickled :class:`_WorkerSpec`."""
     import torch
 
     from maze_lab.train.trainers.es.noise_table import NoiseTable
 
+    torch.set_num_threads(1)  # one process per core does the parallel work; intra-op threads would fight over them
+    spec: _WorkerSpec = cloudpickle.loads(payload)
+    env = spec.env_factory()
+    if not isinstance(env, LogStatsWrapper):
+        env = LogStatsWrapper.wrap(env)
+    worker = _Worker(env, spec, spec.policy, [], 0, None)
     try:
-        policy = spec.policy
-        policy.eval()
-        params = list(policy.parameters())
-        dim = sum(p.numel() for p in params)
-        table = NoiseTable(spec.noise_table_seed, spec.noise_table_size)
-        table.check_fits(dim)
-        theta: np.ndarray | None = None
-        while True:
-            try:
-                cmd, data = conn.recv()
-            except (EOFError, OSError):
-                return
-            if cmd == "params":
-                theta = np.asarray(data, dtype=np.float32)
-                if theta.shape != (dim,):
-                    raise ValueError(f"the main process sent {theta.shape} parameters; this worker's policy has {dim}")
-            elif cmd == "pair":
-                if theta is None:
-                    raise RuntimeError("a task arrived before the parameters of its update")
-                task: PairTask = data
-                eps = table.get(task.offset, dim)
-                returns, lengths = [], []
-                with torch.no_grad():
-                    for sign in (1.0, -1.0):
-                        set_flat_parameters(params, torch.from_numpy(theta + sign * spec.noise_stddev * eps))
-                        ret, length = play_episode(env, policy, task.env_seed, spec.max_steps, spec.deterministic)
-                        returns.append(ret)
-                        lengths.append(length)
-                episodes = pop_episode_stats([env])
-                conn.send(("ok", PairResult(task.index, (returns[0], returns[1]), (lengths[0], lengths[1]),
-                                            episodes)))
-            elif cmd == "normalization":
-                getter = getattr(env, "get_normalization_statistics", None)
-                conn.send(("ok", getter() if getter is not None else None))
-            elif cmd == "close":
-                return
-            else:
-                raise ValueError(f"unknown command {cmd!r}")
-    except (BrokenPipeError, ConnectionError):
+        if spec.normalization_statistics:
+            env.set_normalization_statistics(spec.normalization_statistics)
+        worker.policy.eval()
+        worker.params = list(worker.policy.parameters())
+        worker.dim = sum(p.numel() for p in worker.params)
+        worker.table = NoiseTable(spec.noise_table_seed, spec.noise_table_size)
+        worker.table.check_fits(worker.dim)
+    except BaseException:
+        _close(worker)
         raise
-    except BaseException:  # noqa: BLE001 - the traceback goes to the main process, which raises it
-        conn.send(("error", traceback.format_exc()))
+    return worker
+
+
+def _command(worker: _Worker, cmd: str, data: Any) -> Any:
+    """The worker's answer to one command of the main process (the parameters are not answered)."""
+    import torch
+
+    if cmd == "params":
+        theta = np.asarray(data, dtype=np.float32)
+        if theta.shape != (worker.dim,):
+            raise ValueError(f"the main process sent {theta.shape} parameters; this worker's policy has {worker.dim}")
+        worker.theta = theta
+        return NO_REPLY
+    if cmd == "pair":
+        if worker.theta is None:
+            raise RuntimeError("a task arrived before the parameters of its update")
+        task: PairTask = data
+        spec = worker.spec
+        eps = worker.table.get(task.offset, worker.dim)
+        returns, lengths = [], []
+        with torch.no_grad():
+            for sign in (1.0, -1.0):
+                set_flat_parameters(worker.params, torch.from_numpy(worker.theta + sign * spec.noise_stddev * eps))
+                ret, length = play_episode(worker.env, worker.policy, task.env_seed, spec.max_steps,
+                                           spec.deterministic)
+                returns.append(ret)
+                lengths.append(length)
+        episodes = pop_episode_stats([worker.env])
+        return PairResult(task.index, (returns[0], returns[1]), (lengths[0], lengths[1]), episodes)
+    if cmd == "normalization":
+        getter = getattr(worker.env, "get_normalization_statistics", None)
+        return getter() if getter is not None else None
+    raise ValueError(f"unknown command {cmd!r}")
+
+
+def _close(worker: _Worker) -> None:
+    """Flush and close the worker's env (a failing one must not hide how the worker ended)."""
+    for name in ("flush_event_logs", "close"):
+        with contextlib.suppress(Exception):
+            getattr(worker.env, name, lambda: None)()
 
 
 class ESWorkers:
@@ -221,30 +221,29 @@ class ESWorkers:
         cpu_policy.to("cpu")
         check_main_guard(start_method, "ES workers")
         ctx = mp.get_context(start_method)
-        self.conns: list[Any] = []
-        self.processes: list[Any] = []
+        self.workers: list[WorkerProcess] = []
         self._closed = False
         self._lock = threading.Lock()  # one exchange at a time (a checkpoint may be written from another thread)
         try:
-            for factory in env_factories:
+            for index, factory in enumerate(env_factories):
                 payload = pickling.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
                                                         int(noise_table_size), float(noise_stddev), int(max_steps),
                                                         bool(deterministic), normalization_statistics))
-                parent, child = ctx.Pipe()
-                proc = ctx.Process(target=_worker_main, args=(child, payload), daemon=True,
-                                   name=f"maze-lab-es-worker-{len(self.processes)}")
-                proc.start()
-                child.close()
-                self.conns.append(parent)
-                self.processes.append(proc)
-            for index in range(len(self.conns)):
+                self.workers.append(WorkerProcess.start(ctx, f"ES worker {index}", _worker_main, payload,
+                                                        process_name=f"maze-lab-es-worker-{index}"))
+            for index in range(len(self.workers)):
                 self._receive(index)
         except BaseException:
             self.close()
             raise
 
     def __len__(self) -> int:
-        return len(self.processes)
+        return len(self.workers)
+
+    @property
+    def processes(self) -> list[Any]:
+        """The worker processes."""
+        return [worker.process for worker in self.workers]
 
     def evaluate(self, theta: np.ndarray, tasks: Sequence[PairTask]) -> list[PairResult]:
         """Play the pairs of ``tasks`` with the parameters ``theta``; results in the order of the tasks.
@@ -265,23 +264,23 @@ class ESWorkers:
         """Send the parameters, then the tasks to whichever worker is free, and fill in ``results``."""
         try:
             theta = np.ascontiguousarray(theta, dtype=np.float32)
-            for index in range(len(self.conns)):
+            for index in range(len(self.workers)):
                 self._send(index, ("params", theta))
             pending = list(tasks)[::-1]
-            busy: dict[Any, int] = {}
-            for index, conn in enumerate(self.conns):
+            busy: dict[WorkerProcess, int] = {}
+            for index, worker in enumerate(self.workers):
                 if not pending:
                     break
                 self._send(index, ("pair", pending.pop()))
-                busy[conn] = index
+                busy[worker] = index
             while busy:
-                for conn in mp.connection.wait(list(busy)):
-                    index = busy.pop(conn)
+                for worker in ready_workers(list(busy)):
+                    index = busy.pop(worker)
                     result: PairResult = self._receive(index)
                     results[position[result.index]] = result
                     if pending:
                         self._send(index, ("pair", pending.pop()))
-                        busy[conn] = index
+                        busy[worker] = index
         except BaseException:
             self.close()
             raise
@@ -301,30 +300,26 @@ class ESWorkers:
 
     def _send(self, index: int, message: Any) -> None:
         try:
-            self.conns[index].send(message)
-        except (BrokenPipeError, ConnectionError, OSError):
-            raise self._died(index) from None
+            self.workers[index].send(message)
+        except WorkerDied as died:
+            raise self._died(died) from None
 
     def _receive(self, index: int) -> Any:
         try:
-            status, data = self.conns[index].recv()
-        except (EOFError, OSError):
-            raise self._died(index) from None
-        if status == "error":
-            pid = self.processes[index].pid
+            return self.workers[index].receive()
+        except WorkerDied as died:
+            raise self._died(died) from None
+        except WorkerRaised as raised:
             self.close()
-            raise ESWorkerError(f"ES worker {index} (pid {pid}) raised; all workers were shut down. The worker's "
-                                f"traceback:\n{data}")
-        return data
+            raise ESWorkerError(f"{raised.worker.describe()} raised; all workers were shut down. The worker's "
+                                f"traceback:\n{raised.trace}") from None
 
-    def _died(self, index: int) -> ESWorkerError:
+    def _died(self, died: WorkerDied) -> ESWorkerError:
         """The error for a worker whose pipe broke: how it ended (signal or exit code); shuts the others down."""
-        proc = self.processes[index]
-        how = how_it_ended(proc)
         self.close()
+        how = died.how
         how = f"killed by {how}" if how and how.startswith("signal") else how or "it stopped answering"
-        return ESWorkerError(f"ES worker {index} (pid {proc.pid}) died: {how}, without reporting an error (killed "
-                             "from outside, or out of memory?); all workers were shut down")
+        return ESWorkerError(died_message(died.worker.describe(), how, "all workers were shut down"))
 
     def close(self) -> None:
         """Stop all workers (each flushes and closes its env first); idempotent. Processes that do not exit in
@@ -332,15 +327,7 @@ class ESWorkers:
         if self._closed:
             return
         self._closed = True
-        for conn in self.conns:
-            try:
-                conn.send(("close", None))
-            except (BrokenPipeError, ConnectionError, OSError):
-                pass
-        for proc in self.processes:
-            end_process(proc, wait=10.0)  # a worker finishes the episode it is in, then reads the close
-        for conn in self.conns:
-            conn.close()
+        shutdown_workers(self.workers, timeout=10.0)  # a worker finishes the episode it is in, then reads the close
 
     def __del__(self) -> None:
         try:

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import signal
 import time
-import traceback
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import wait
-from typing import Any
+from typing import Any, NoReturn
 
 import cloudpickle
 import numpy as np
@@ -29,11 +28,21 @@ import numpy as np
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.main_guard import check_main_guard
+from maze_lab.distributed.processes import (
+    WorkerDied,
+    WorkerError,
+    WorkerProcess,
+    died_message,
+    run_worker,
+    shutdown_workers,
+)
 from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
-from maze_lab.train.vector_env import end_process, how_it_ended
+
+_STOP_TIMEOUT = 10.0
+"""Seconds the actor processes get to finish, flush their envs' event logs and exit before they are terminated."""
 
 
-class ImpalaActorError(RuntimeError):
+class ImpalaActorError(WorkerError):
     """An IMPALA actor process failed (its traceback is in the message), died, or stopped sending trajectories."""
 
 
@@ -149,8 +158,7 @@ class ActorPool:
         self.weights = SharedWeights(sum(t.numel() for t in _policy_tensors(policy)), ctx)
         self.slots = ctx.Semaphore(queue_size)
         self.stop_flag = ctx.RawValue("b", 0)
-        self.processes: list[Any] = []
-        self.conns: list[Any] = []
+        self.workers: list[WorkerProcess] = []
         self._open: dict[Any, int] = {}  # the pipes not at EOF -> their process index
         self._received: deque[Trajectory] = deque()
         self.closed = False
@@ -160,21 +168,24 @@ class ActorPool:
             for p, group in enumerate(self.groups):
                 payload = pickling.dumps([env_factories[i] for i in group])
                 proc_seed = None if seed is None else seed + int(group[0])
-                reader, writer = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_actor_main, name=f"impala-actor-{p}", daemon=True,
-                                   args=(p, group, payload, policy_bytes, self.weights, writer, self.slots,
-                                         self.stop_flag, n_rollout_steps, proc_seed))
-                proc.start()
-                writer.close()  # the actor holds the only write end: its pipe ends with EOF when it does
-                self.processes.append(proc)
-                self.conns.append(reader)
-                self._open[reader] = p
+                # a one-way pipe: the actor holds the only write end, so its pipe ends with EOF when it does
+                worker = WorkerProcess.start(ctx, f"IMPALA actor process {p}", _actor_main, payload, group,
+                                             policy_bytes, self.weights, self.slots, self.stop_flag, n_rollout_steps,
+                                             proc_seed, process_name=f"impala-actor-{p}", detail=f"actors {group}",
+                                             duplex=False)
+                self.workers.append(worker)
+                self._open[worker.conn] = p
         except BaseException:
             self.close()
             raise
         # a pool that is dropped without close() (e.g. a trainer garbage-collected in a test) still ends its
         # processes; the finalizer holds no reference to the pool itself
-        self._finalizer = weakref.finalize(self, _shutdown, self.stop_flag, list(self.processes), list(self.conns))
+        self._finalizer = weakref.finalize(self, _shutdown, self.stop_flag, list(self.workers))
+
+    @property
+    def processes(self) -> list[Any]:
+        """The actor processes."""
+        return [worker.process for worker in self.workers]
 
     def publish(self, policy: Any, version: int) -> None:
         """Hand the learner's weights (after update ``version``) to the actors."""
@@ -182,8 +193,7 @@ class ActorPool:
 
     def describe(self, p: int) -> str:
         """Names actor process ``p``: its index, pid and actors."""
-        proc = self.processes[p]
-        return f"IMPALA actor process {p} (pid {proc.pid}, actors {self.groups[p]})"
+        return self.workers[p].describe()
 
     def get(self, timeout: float) -> Trajectory:
         """The next trajectory; raises ImpalaActorError where an actor failed or died, or none came in ``timeout``
@@ -209,15 +219,12 @@ class ActorPool:
         """Read one message of a pipe that has one (or is at EOF)."""
         p = self._open[conn]
         try:
-            kind, data = conn.recv()
-        except (EOFError, OSError):
+            kind, data = self.workers[p].receive_reply()
+        except WorkerDied as died:
             del self._open[conn]
-            self._raise_dead(p)
-            return
+            self._raise_died(died)
         if kind == "error":
-            name = self.describe(p)
-            self.close()
-            raise ImpalaActorError(f"{name} raised; the actors were shut down. The actor's traceback:\n{data}")
+            self._raise_raised(p, data)
         self._received.append(data)
 
     def qsize(self) -> int:
@@ -229,20 +236,29 @@ class ActorPool:
 
     def _raise_dead(self, p: int) -> None:
         """Raise for actor process ``p``, which ended: its reported error where it sent one, else how it died."""
-        conn = self.conns[p]
-        with contextlib.suppress(EOFError, OSError):
-            while conn.poll(2.0):  # what it sent before it ended, up to its error report
-                kind, data = conn.recv()
+        worker = self.workers[p]
+        try:
+            while worker.conn.poll(2.0):  # what it sent before it ended, up to its error report
+                kind, data = worker.receive_reply()
                 if kind == "error":
-                    name = self.describe(p)
-                    self.close()
-                    raise ImpalaActorError(f"{name} raised; the actors were shut down. The actor's traceback:\n"
-                                           f"{data}")
-        how = how_it_ended(self.processes[p]) or "its pipe closed"
+                    self._raise_raised(p, data)
+        except WorkerDied as died:
+            self._raise_died(died)
+        except OSError:
+            pass
+        self._raise_died(WorkerDied(worker, worker.how_it_ended()))
+
+    def _raise_raised(self, p: int, trace: str) -> NoReturn:
+        """Raise for actor process ``p``, which reported an exception; shuts the actors down."""
         name = self.describe(p)
         self.close()
-        raise ImpalaActorError(f"{name} died: {how}, without reporting an error (killed from outside, or out of "
-                               f"memory?); the actors were shut down")
+        raise ImpalaActorError(f"{name} raised; the actors were shut down. The actor's traceback:\n{trace}")
+
+    def _raise_died(self, died: WorkerDied) -> NoReturn:
+        """Raise for an actor process whose pipe ended without an error report; shuts the actors down."""
+        self.close()
+        raise ImpalaActorError(died_message(died.worker.describe(), died.how or "its pipe closed",
+                                            "the actors were shut down")) from None
 
     def close(self) -> None:
         """Stop the actor processes (they flush their envs' event logs first); idempotent."""
@@ -251,29 +267,15 @@ class ActorPool:
         self.closed = True
         if hasattr(self, "_finalizer"):
             self._finalizer.detach()
-        _shutdown(self.stop_flag, self.processes, self.conns)
+        _shutdown(self.stop_flag, self.workers)
 
 
-def _shutdown(stop_flag: Any, processes: list[Any], conns: list[Any]) -> None:
-    """Ask the actor processes to stop (reading what they still send, so that none blocks on a full pipe), then end
-    those that do not in time."""
+def _shutdown(stop_flag: Any, workers: list[WorkerProcess]) -> None:
+    """Tell the actor processes to stop (the shared flag: their pipes only carry trajectories to the learner), read
+    what they still send (so that none blocks on a full pipe) until their pipes end, then end those that do not in
+    time."""
     stop_flag.value = 1
-    deadline = time.monotonic() + 10.0
-    open_conns = [c for c in conns if not c.closed]
-    while any(proc.is_alive() for proc in processes) and time.monotonic() < deadline:
-        for conn in wait(open_conns, timeout=0.1) if open_conns else []:
-            try:
-                conn.recv()
-            except (EOFError, OSError):
-                open_conns.remove(conn)
-        if not open_conns:
-            for proc in processes:
-                proc.join(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
-    for proc in processes:
-        end_process(proc)
-    for conn in conns:
-        with contextlib.suppress(OSError):
-            conn.close()
+    shutdown_workers(workers, timeout=_STOP_TIMEOUT, ask=False)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -296,49 +298,73 @@ def split_rollout(rollout: Rollout) -> list[Rollout]:
     return parts
 
 
-def _actor_main(p: int, actors: list[int], payload: bytes, policy_bytes: bytes, weights: SharedWeights,
-                conn: Any, slots: Any, stop: Any, n_rollout_steps: int, seed: int | None) -> None:
-    """An actor process: roll out, send the trajectories, repeat until told to stop."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner's process handles interrupts and stops the actors
-    venv = None
+class _Actor:
+    """What an actor process holds: its vector env, its policy copy (and that policy's tensors), its generator."""
+
+    def __init__(self, venv: Any, policy: Any, generator: Any):
+        self.venv = venv
+        self.policy = policy
+        self.tensors = _policy_tensors(policy)
+        self.generator = generator
+
+
+def _actor_main(conn: Any, payload: bytes, actors: list[int], policy_bytes: bytes, weights: SharedWeights,
+                slots: Any, stop: Any, n_rollout_steps: int, seed: int | None) -> None:
+    """An actor process: roll out, send the trajectories, repeat until told to stop (errors go to the learner with
+    their traceback; the envs flush their event logs at the end)."""
+    run_worker(conn, partial(_build_actor, payload, policy_bytes, seed),
+               partial(_act, conn, actors, weights, slots, stop, n_rollout_steps), _close_actor)
+
+
+def _build_actor(payload: bytes, policy_bytes: bytes, seed: int | None) -> _Actor:
+    """The actor process's envs (from the cloudpickled factories), policy copy and generator, reset with ``seed``."""
+    import torch
+
+    from maze_lab.train.trainers.common.rollout import RolloutGenerator
+    from maze_lab.train.vector_env import SequentialVectorEnv
+
+    torch.set_num_threads(1)
+    if seed is not None:
+        torch.manual_seed(seed)
+    venv = SequentialVectorEnv(cloudpickle.loads(payload))
     try:
-        import torch
-
-        from maze_lab.train.trainers.common.rollout import RolloutGenerator
-        from maze_lab.train.vector_env import SequentialVectorEnv, pop_episode_stats
-
-        torch.set_num_threads(1)
-        if seed is not None:
-            torch.manual_seed(seed)
-        venv = SequentialVectorEnv(cloudpickle.loads(payload))
         policy = cloudpickle.loads(policy_bytes)
         policy.eval()
-        tensors = _policy_tensors(policy)
-        generator = RolloutGenerator(venv)
-        generator.reset(seed)
-        version = -1
-        while not stop.value:
-            version = weights.pull(tensors, version)
-            rollout = generator.rollout(policy, n_rollout_steps)
-            episodes = pop_episode_stats(venv.envs)
-            for i, part in enumerate(split_rollout(rollout)):
-                while not slots.acquire(timeout=0.1):  # wait for a free slot, but not past a stop
-                    if stop.value:
-                        return
-                conn.send(("trajectory", Trajectory(actors[i], version, part, episodes if i == 0 else [])))
-    except (BrokenPipeError, ConnectionError):
-        pass  # the learner closed the pipe while shutting down: nothing left to report to
-    except BaseException:  # noqa: BLE001 - anything, import errors included, goes to the learner with its traceback
-        with contextlib.suppress(Exception):
-            conn.send(("error", traceback.format_exc()))
-    finally:
-        if venv is not None:
-            for env in venv.envs:
-                flush = getattr(env, "flush_event_logs", None)
-                if flush is not None:
-                    with contextlib.suppress(Exception):
-                        flush()
+        actor = _Actor(venv, policy, RolloutGenerator(venv))
+        actor.generator.reset(seed)
+    except BaseException:
+        _close_venv(venv)
+        raise
+    return actor
+
+
+def _act(conn: Any, actors: list[int], weights: SharedWeights, slots: Any, stop: Any, n_rollout_steps: int,
+         actor: _Actor) -> None:
+    """Roll out with the newest weights and send each env's part as a trajectory, until ``stop`` is set."""
+    from maze_lab.train.vector_env import pop_episode_stats
+
+    version = -1
+    while not stop.value:
+        version = weights.pull(actor.tensors, version)
+        rollout = actor.generator.rollout(actor.policy, n_rollout_steps)
+        episodes = pop_episode_stats(actor.venv.envs)
+        for i, part in enumerate(split_rollout(rollout)):
+            while not slots.acquire(timeout=0.1):  # wait for a free slot, but not past a stop
+                if stop.value:
+                    return
+            conn.send(("trajectory", Trajectory(actors[i], version, part, episodes if i == 0 else [])))
+
+
+def _close_actor(actor: _Actor) -> None:
+    """Flush the event logs of the actor's envs and close them."""
+    _close_venv(actor.venv)
+
+
+def _close_venv(venv: Any) -> None:
+    for env in venv.envs:
+        flush = getattr(env, "flush_event_logs", None)
+        if flush is not None:
             with contextlib.suppress(Exception):
-                venv.close()
-        with contextlib.suppress(Exception):
-            conn.close()
+                flush()
+    with contextlib.suppress(Exception):
+        venv.close()
