@@ -220,11 +220,7 @@ class EpochProgress:
         """Close the bar (it stays on the screen as the last state); nothing more is shown."""
         self.closed = True
         bar, self.bar = self.bar, None
-        if bar is not None:
-            try:
-                bar.close()
-            except _WRITE_ERRORS:
-                pass
+        _close_bar(bar)
 
 
 class CountProgress:
@@ -253,8 +249,13 @@ class CountProgress:
 
     def close(self) -> None:
         bar, self.bar = self.bar, None
-        if bar is not None:
-            try:
-                bar.close()
-            except _WRITE_ERRORS:
-                pass
+        _close_bar(bar)
+
+
+def _close_bar(bar: Any) -> None:
+    """Close a bar where there is one; an output that went away is no error."""
+    if bar is not None:
+        try:
+            bar.close()
+        except _WRITE_ERRORS:
+            pass
