@@ -42,10 +42,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ReturnNormalizationRewardWrapper", "RewardClippingWrapper", "RewardScalingWrapper", "SortedSpacesWrapper",
         "SplitActionsWrapper", "TimeLimitWrapper"),
     # policies, critics, models
-    "maze_lab.core.agent": ("Policy", "RandomPolicy", "HeuristicPolicy", "DummyCartPolePolicy", "PendulumSwingUpPolicy",
+    "maze_lab.agent": ("Policy", "RandomPolicy", "HeuristicPolicy", "DummyCartPolePolicy", "PendulumSwingUpPolicy",
                             "TorchPolicy",
                             "TorchActorCritic", "TorchSharedStateCritic", "TorchStepStateCritic"),
-    "maze_lab.perception.composers": ("TemplateModelComposer", "CustomModelComposer", "ProbabilisticPolicyComposer",
+    "maze_lab.agent.composers": ("TemplateModelComposer", "CustomModelComposer", "ProbabilisticPolicyComposer",
                                       "SharedStateCriticComposer", "StepStateCriticComposer"),
     "maze_lab.distributions": ("DistributionMapper",),
     # rollouts and trajectories
@@ -70,7 +70,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "maze_lab.run.papermill_run": ("run_notebook",),
     "maze_lab.run.notebook_batch": ("run_notebook_batch", "compare_batch"),
     "maze_lab.run.optimize": ("optimize",),
-    "maze_lab.core.agent_deployment": ("AgentDeployment",),
+    "maze_lab.agent.deployment": ("AgentDeployment",),
     "maze_lab.run.config": ("compose_config",),
     "maze_lab.run.run_dir": ("default_outputs_dir",),
     "maze_lab.core.utils.factory": ("ConfigurationError", "Factory"),

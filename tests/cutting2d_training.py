@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from omegaconf import OmegaConf
 
+from maze_lab.agent.composers import build_model_composer
 from maze_lab.examples.cutting2d import CONF_DIR, make_masked_env
-from maze_lab.perception.composers import build_model_composer
 from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
 from maze_lab.train.trainers.ppo import PPO, PPOAlgorithmConfig
 from maze_lab.train.vector_env import SequentialVectorEnv

@@ -13,12 +13,12 @@ import pytest
 import torch
 import yaml
 
+from maze_lab.agent.composers import TemplateModelComposer, build_model_composer
 from maze_lab.core.env.core_env import CoreEnv
 from maze_lab.core.env.interfaces import ActionConversionInterface, ObservationConversionInterface
 from maze_lab.core.env.maze_env import MazeEnv
 from maze_lab.perception.action_masks import UnmatchedActionMaskWarning
 from maze_lab.perception.blocks import ActionMaskingBlock
-from maze_lab.perception.composers import TemplateModelComposer, build_model_composer
 from maze_lab.perception.models.built_in import FlattenConcatMaskedPolicyNet, FlattenConcatPolicyNet
 from maze_lab.run.run_context import RunContext
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from maze_lab.core.agent.heuristic_policy import DummyCartPolePolicy
-from maze_lab.core.agent_deployment import AgentDeployment, DeploymentError
+from maze_lab.agent.deployment import AgentDeployment, DeploymentError
+from maze_lab.agent.heuristic_policy import DummyCartPolePolicy
 from maze_lab.core.log_stats.aggregation import stats_value
 from maze_lab.core.log_stats.base_events import BaseEnvEvents
 from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv

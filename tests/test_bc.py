@@ -12,12 +12,12 @@ from cutting2d_training import masked_env_factory
 from omegaconf import OmegaConf
 from training_utils import cartpole_factory, flat_actor_critic
 
-from maze_lab.core.agent import DummyCartPolePolicy
+from maze_lab.agent import DummyCartPolePolicy
+from maze_lab.agent.composers import build_model_composer
 from maze_lab.core.log_stats.aggregation import StatKey
 from maze_lab.core.log_stats.writers import StatsStore
 from maze_lab.core.rollout import SequentialRolloutRunner
 from maze_lab.examples.cutting2d import CONF_DIR, GreedyPolicy
-from maze_lab.perception.composers import build_model_composer
 from maze_lab.train.trainers.bc import BC, BCAlgorithmConfig, ImitationEvents, InMemoryImitationDataset
 from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
 from maze_lab.train.trainers.ppo import PPO, PPOAlgorithmConfig

@@ -9,8 +9,8 @@ import pytest
 import torch
 from training_utils import cartpole_factory
 
+from maze_lab.agent import DummyCartPolePolicy
 from maze_lab.cli import main
-from maze_lab.core.agent import DummyCartPolePolicy
 from maze_lab.core.rollout import SequentialRolloutRunner
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.run.run_context import RunContext

@@ -110,7 +110,7 @@ def test_schedules_and_free_form_sections_accept_new_values():
 def test_dict_components_replace_a_group():
     cfg = compose_config({"env": {"_target_": "maze_lab.core.wrappers.gym_maze_env.make_gym_maze_env",
                                   "name": "Acrobot-v1"},
-                          "critic": {"_target_": "maze_lab.perception.models.critics.StepStateCriticComposer",
+                          "critic": {"_target_": "maze_lab.agent.composers.critics.StepStateCriticComposer",
                                      "networks": []}})
     assert cfg.env.name == "Acrobot-v1" and cfg.model.critic._target_.endswith("StepStateCriticComposer")
 

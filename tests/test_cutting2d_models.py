@@ -9,6 +9,7 @@ import torch
 from cutting2d_training import masked_env_factory
 from omegaconf import OmegaConf
 
+from maze_lab.agent.composers import build_model_composer
 from maze_lab.examples.cutting2d import CONF_DIR
 from maze_lab.examples.cutting2d.models import (
     MazeLikeCuttingNet,
@@ -16,7 +17,6 @@ from maze_lab.examples.cutting2d.models import (
     MazeLikeValueNet,
     PieceSelectionNet,
 )
-from maze_lab.perception.composers import build_model_composer
 
 
 def test_slot_model_acts_within_the_masks():

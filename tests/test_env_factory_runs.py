@@ -15,7 +15,7 @@ import pytest
 from run_utils import maze_lab_command
 
 from maze_lab import GymMazeEnv, RunContext, load_run
-from maze_lab.core.agent_deployment import AgentDeployment
+from maze_lab.agent.deployment import AgentDeployment
 from maze_lab.core.utils.factory import TrustError
 
 TINY = {"n_epochs": 1, "algorithm.epoch_length": 1, "algorithm.n_rollout_steps": 16, "runner.concurrency": 1,

@@ -310,7 +310,7 @@ def test_es_plays_the_masked_structured_cutting2d_env() -> None:
     from omegaconf import OmegaConf
 
     import maze_lab.examples.cutting2d as cutting2d
-    from maze_lab.perception.composers import build_model_composer
+    from maze_lab.agent.composers import build_model_composer
 
     env = masked_env_factory()
     model_cfg = OmegaConf.to_container(OmegaConf.load(Path(cutting2d.__file__).parent / "conf" / "model" /

@@ -14,7 +14,7 @@ import yaml
 from image_env import EPISODE_STEPS, BrightSideEnv, MissionEnv, make_env
 
 from maze_lab import RunContext
-from maze_lab.core.agent.torch_model import float_observation
+from maze_lab.agent.torch_model import float_observation
 
 
 def cnn_model() -> dict:
@@ -40,7 +40,7 @@ def _context(algorithm: str, model: str, base: Path, **overrides: object) -> Run
         kwargs["model"] = cnn_model()
         if algorithm == "sac":  # Q networks, built by the template from the image too, not its V critic
             kwargs["model"]["critic"] = {
-                "_target_": "maze_lab.perception.models.critics.SharedStateActionCriticComposer", "num_q_networks": 2}
+                "_target_": "maze_lab.agent.composers.critics.SharedStateActionCriticComposer", "num_q_networks": 2}
     if algorithm == "sac":
         overrides = {"algorithm.initial_buffer_size": 16, "algorithm.batch_size": 16, **overrides}
     return RunContext(env=make_env, algorithm=algorithm, overrides={**TINY, "log_base_dir": str(base), **overrides},

@@ -16,8 +16,8 @@ from cutting2d_training import OPTIMUM_REWARD, masked_env_factory
 from omegaconf import OmegaConf
 from training_utils import cartpole_factory, flat_actor_critic
 
+from maze_lab.agent.composers import build_model_composer
 from maze_lab.examples.cutting2d import CONF_DIR
-from maze_lab.perception.composers import build_model_composer
 from maze_lab.train.trainers.common.evaluator import RolloutEvaluator
 from maze_lab.train.trainers.impala import IMPALA, ImpalaAlgorithmConfig
 from maze_lab.train.trainers.impala.actors import ImpalaActorError

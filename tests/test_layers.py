@@ -44,6 +44,10 @@ def _copy_of_the_package(tmp_path: Path) -> Path:
     ("maze_lab/train/wrong.py", "import maze_lab.cli\n", "maze_lab.train is not allowed to import maze_lab.cli"),
     ("maze_lab/distributed/wrong.py", "from maze_lab.train import vector_env\n",
      "maze_lab.distributed is not allowed to import maze_lab.train"),
+    ("maze_lab/perception/wrong.py", "from maze_lab.agent import torch_policy\n",
+     "maze_lab.perception is not allowed to import maze_lab.agent"),
+    ("maze_lab/agent/wrong.py", "from maze_lab.train.trainers import ppo\n",
+     "maze_lab.agent is not allowed to import maze_lab.train"),
     ("maze_lab/perception/wrong.py", "import plotly.graph_objects\n",
      "maze_lab.perception is not allowed to import plotly"),
 ])
@@ -75,8 +79,8 @@ def _under(name: str, *packages: str) -> bool:
 
 def test_widgets_and_examples_keep_their_places() -> None:
     """widgets/ (maze_lab.widgets) is the top layer: nothing of maze_lab imports it, and it never imports the CLI;
-    the example env (maze_lab.examples) is user code: it uses the engine (core, perception, distributions), never a
-    trainer or a run."""
+    the example env (maze_lab.examples) is user code: it uses the engine (core, agent, perception, distributions),
+    never a trainer or a run."""
     wrong = []
     for path in (REPO / "maze_lab").rglob("*.py"):
         wrong += [f"{path.relative_to(REPO)} imports {n}" for n in _imports(path)
@@ -85,7 +89,7 @@ def test_widgets_and_examples_keep_their_places() -> None:
         wrong += [f"{path.relative_to(REPO)} imports {n}" for n in _imports(path) if _under(n, "maze_lab.cli")]
     for path in (REPO / "examples").rglob("*.py"):
         wrong += [f"{path.relative_to(REPO)} imports {n}" for n in _imports(path)
-                  if _under(n, "maze_lab") and not _under(n, "maze_lab.core", "maze_lab.perception",
+                  if _under(n, "maze_lab") and not _under(n, "maze_lab.core", "maze_lab.agent", "maze_lab.perception",
                                                            "maze_lab.distributions", "maze_lab.examples")]
     assert not wrong, wrong
 

@@ -40,7 +40,7 @@ def test_vector_obs_and_template_critics() -> None:
     cfg = compose_config({"model": "vector_obs", "critic": "template_state"})
     assert cfg.model._target_.endswith("TemplateModelComposer")
     assert OmegaConf.to_container(cfg.model.critic) == {
-        "_target_": "maze_lab.perception.models.critics.SharedStateCriticComposer"}
+        "_target_": "maze_lab.agent.composers.critics.SharedStateCriticComposer"}
     # without a critic option a template model keeps its own critic (the default one brings networks)
     assert compose_config({"model": "vector_obs"}).model.critic == cfg.model.critic
     struct = compose_config({"model": "cutting2d_struct", "env": "cutting2d_struct"})

@@ -19,9 +19,9 @@ from conftest_perception import (
     pendulum_spaces,
 )
 
+from maze_lab.agent.composers import CustomModelComposer, TemplateModelComposer
+from maze_lab.agent.graph import ModelGraph, ModelGraphSet, model_graph
 from maze_lab.perception.blocks import DenseBlock, InferenceBlock, LinearOutputBlock
-from maze_lab.perception.composers import CustomModelComposer, TemplateModelComposer
-from maze_lab.perception.graph import ModelGraph, ModelGraphSet, model_graph
 
 SVG = "{http://www.w3.org/2000/svg}"
 CHROMIUM = "/usr/bin/chromium"

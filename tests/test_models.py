@@ -22,22 +22,22 @@ from conftest_perception import (
 )
 from torch import nn
 
-from maze_lab.core.agent import (
+from maze_lab.agent import (
     TorchDeltaStateCritic,
     TorchSharedStateActionCritic,
     TorchSharedStateCritic,
     TorchStepStateActionCritic,
     TorchStepStateCritic,
 )
+from maze_lab.agent.composers import CustomModelComposer, TemplateModelComposer, build_model_composer
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.distributions import BernoulliProbabilityDistribution, BetaProbabilityDistribution
 from maze_lab.perception.blocks import ActionMaskingBlock, InferenceBlock, LSTMLastStepBlock
-from maze_lab.perception.composers import CustomModelComposer, TemplateModelComposer, build_model_composer
 from maze_lab.perception.models.built_in import FlattenConcatPolicyNet, FlattenConcatStateValueNet
 
-SHARED = {"_target_": "maze_lab.perception.models.critics.SharedStateCriticComposer"}
+SHARED = {"_target_": "maze_lab.agent.composers.critics.SharedStateCriticComposer"}
 STEP = {"_target_": "StepStateCriticComposer"}
-POLICY = {"_target_": "maze_lab.perception.models.policies.ProbabilisticPolicyComposer"}
+POLICY = {"_target_": "maze_lab.agent.composers.policies.ProbabilisticPolicyComposer"}
 
 
 def template(spaces: tuple[dict, dict], builder: dict, critic: dict | None = SHARED, **kw) -> TemplateModelComposer:

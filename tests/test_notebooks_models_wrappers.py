@@ -85,8 +85,8 @@ def test_08_template_models_match_the_built_composers(models: tuple) -> None:
     from omegaconf import OmegaConf
 
     from maze_lab import GymMazeEnv
+    from maze_lab.agent.composers import build_model_composer
     from maze_lab.core.utils.factory import Factory
-    from maze_lab.perception.composers import build_model_composer
     from maze_lab.run.config import compose_config
 
     _, nb, summary = models

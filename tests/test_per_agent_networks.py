@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from maze_lab.agent.composers import CustomModelComposer
 from maze_lab.core.env.core_env import CoreEnv
 from maze_lab.core.env.interfaces import ActionConversionInterface, ObservationConversionInterface
 from maze_lab.core.env.maze_env import MazeEnv
 from maze_lab.core.env.structured_env import ActorID, StepKey
-from maze_lab.perception.composers import CustomModelComposer
 from maze_lab.train.process_rollouts import ProcessEnvGroup, ProcessRolloutGenerator
 from maze_lab.train.trainers.a2c import A2C
 from maze_lab.train.trainers.common.config import A2CAlgorithmConfig, PPOAlgorithmConfig

@@ -8,9 +8,9 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
-from maze_lab.core.agent.torch_policy import TorchPolicy
-from maze_lab.core.agent.torch_state_critic import TorchSharedStateCritic
+from maze_lab.agent.torch_actor_critic import TorchActorCritic
+from maze_lab.agent.torch_policy import TorchPolicy
+from maze_lab.agent.torch_state_critic import TorchSharedStateCritic
 from maze_lab.core.log_stats.log_setup import clear_log_stats_writers, setup_logging
 from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv
 from maze_lab.distributions.distribution_mapper import DistributionMapper

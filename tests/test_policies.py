@@ -18,7 +18,7 @@ from conftest_perception import (
     random_obs,
 )
 
-from maze_lab.core.agent import (
+from maze_lab.agent import (
     DummyCartPolePolicy,
     HeuristicPolicy,
     Policy,
@@ -29,10 +29,10 @@ from maze_lab.core.agent import (
     TorchSharedStateCritic,
     TorchStepStateCritic,
 )
+from maze_lab.agent.composers import TemplateModelComposer
 from maze_lab.core.env.structured_env import ActorID
 from maze_lab.distributions import DistributionMapper
 from maze_lab.perception.blocks import DenseBlock, InferenceBlock, LinearOutputBlock, TorchModelBlock
-from maze_lab.perception.composers import TemplateModelComposer
 from maze_lab.perception.models.built_in import FlattenConcatPolicyNet, FlattenConcatStateValueNet
 
 

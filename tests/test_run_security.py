@@ -151,7 +151,7 @@ def test_a_gymnasium_id_that_imports_a_module_is_refused(trained: Path, tmp_path
 
 
 @pytest.mark.parametrize("name", [
-    "maze_lab.perception.models.policies.ProbabilisticPolicyComposer",
+    "maze_lab.agent.composers.policies.ProbabilisticPolicyComposer",
     "maze_lab.core.wrappers.gym_maze_env.make_gym_maze_env",
     "maze_lab.examples.cutting2d.make_masked_env",
     "torch.nn.Tanh",
@@ -180,7 +180,7 @@ def test_the_allow_list_admits_maze_lab_classes_torch_modules_and_gymnasium(name
     ("maze_lab.RunContext", "it is maze_lab.run.run_context.RunContext, which is not on the allow-list"),
     ("maze_lab.core.wrappers.gym_maze_env.gym", "it is the module gymnasium, not a class or function"),
     ("maze_lab.core.wrappers.gym_maze_env.make_gym_maze_env.__globals__", "not a class or function"),
-    ("maze_lab.core.agent.torch_policy.torch.load", "it is torch.serialization.load, which is not on the allow-list"),
+    ("maze_lab.agent.torch_policy.torch.load", "it is torch.serialization.load, which is not on the allow-list"),
 ])
 def test_the_allow_list_refuses_everything_else(name: str, reason: str) -> None:
     with restricted(TrustPolicy()), pytest.raises(ConfigurationError) as info:

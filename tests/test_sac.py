@@ -11,7 +11,7 @@ import pytest
 import torch
 from training_utils import cartpole, pendulum, sac_model
 
-from maze_lab.core.agent import PendulumSwingUpPolicy
+from maze_lab.agent import PendulumSwingUpPolicy
 from maze_lab.core.rollout.sequential import SequentialRolloutRunner
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.run.run_context import RunContext

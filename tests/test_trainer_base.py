@@ -15,7 +15,7 @@ import pytest
 import torch
 from training_utils import cartpole_factory, flat_actor_critic, pendulum, sac_model
 
-from maze_lab.core.agent.heuristic_policy import DummyCartPolePolicy
+from maze_lab.agent.heuristic_policy import DummyCartPolePolicy
 from maze_lab.core.rollout.sequential import SequentialRolloutRunner
 from maze_lab.train.trainers.a2c import A2C, A2CAlgorithmConfig
 from maze_lab.train.trainers.bc import BC, BCAlgorithmConfig

@@ -13,7 +13,7 @@ import pytest
 import torch
 from training_utils import MidEpochReader, cartpole_factory, flat_actor_critic
 
-from maze_lab.core.agent import DummyCartPolePolicy
+from maze_lab.agent import DummyCartPolePolicy
 from maze_lab.core.log_stats.writers import StatsStore
 from maze_lab.core.rollout import SequentialRolloutRunner
 from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv
@@ -109,7 +109,7 @@ def test_a_non_finite_observation_in_evaluation_is_named_too() -> None:
 
 
 def test_recorded_episodes_with_non_finite_observations_are_refused_for_imitation(tmp_path) -> None:
-    from maze_lab.core.agent.random_policy import RandomPolicy
+    from maze_lab.agent.random_policy import RandomPolicy
     from maze_lab.train.trainers.bc.dataset import InMemoryImitationDataset
 
     policy = RandomPolicy(_nan_env_factory(None)().action_spaces_dict, seed=0)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from maze_lab.core.agent.random_policy import RandomPolicy
+from maze_lab.agent.random_policy import RandomPolicy
 from maze_lab.core.env.structured_env import ActorID
 from maze_lab.core.log_stats.base_events import BaseEnvEvents
 from maze_lab.core.rollout import SequentialRolloutRunner
@@ -266,7 +266,7 @@ def test_sequential_rollout_runner_with_heuristic_and_torch_policies(tmp_path):
 
     import torch
 
-    from maze_lab.core.agent import TorchPolicy
+    from maze_lab.agent import TorchPolicy
     from maze_lab.distributions import DistributionMapper
     from maze_lab.perception.models.built_in import FlattenConcatPolicyNet
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from file_utils import rewrite_zip
 
-from maze_lab.core.agent.random_policy import RandomPolicy
+from maze_lab.agent.random_policy import RandomPolicy
 from maze_lab.core.rollout import SequentialRolloutRunner
 from maze_lab.core.trajectory import (
     NotATrajectoryFileError,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
-from maze_lab.core.agent.torch_policy import TorchPolicy
-from maze_lab.core.agent.torch_state_critic import TorchSharedStateCritic
+from maze_lab.agent.torch_actor_critic import TorchActorCritic
+from maze_lab.agent.torch_policy import TorchPolicy
+from maze_lab.agent.torch_state_critic import TorchSharedStateCritic
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv
 from maze_lab.distributions.distribution_mapper import DistributionMapper
@@ -46,16 +46,16 @@ FLATTEN = "maze_lab.perception.models.built_in.flatten_concat"
 
 def sac_model(factory, hidden=(64, 64), seed: int = 0) -> TorchActorCritic:
     """A flatten-concat policy and two flatten-concat Q networks (ReLU) for SAC on a flat env."""
-    from maze_lab.perception.composers import build_model_composer
+    from maze_lab.agent.composers import build_model_composer
 
     env = factory()
     torch.manual_seed(seed)
     nets = {"non_lin": "torch.nn.ReLU", "hidden_units": list(hidden)}
-    cfg = {"_target_": "maze_lab.perception.models.custom_model_composer.CustomModelComposer",
+    cfg = {"_target_": "maze_lab.agent.composers.custom.CustomModelComposer",
            "distribution_mapper_config": [],
-           "policy": {"_target_": "maze_lab.perception.models.policies.ProbabilisticPolicyComposer",
+           "policy": {"_target_": "maze_lab.agent.composers.policies.ProbabilisticPolicyComposer",
                       "networks": {"_target_": f"{FLATTEN}.FlattenConcatPolicyNet", **nets}},
-           "critic": {"_target_": "maze_lab.perception.models.critics.SharedStateActionCriticComposer",
+           "critic": {"_target_": "maze_lab.agent.composers.critics.SharedStateActionCriticComposer",
                       "networks": [{"_target_": f"{FLATTEN}.FlattenConcatStateActionValueNet", **nets}]}}
     return build_model_composer(cfg, env.action_spaces_dict, env.observation_spaces_dict,
                                 env.agent_counts_dict).actor_critic()

@@ -113,7 +113,7 @@ def _parse_shape(text: str) -> tuple[int, ...] | None:
 
 # ---- reading graphs ------------------------------------------------------------------------------------------------
 def parse_graph_svg(text: str, name: str) -> GraphData:
-    """The graph in a drawing written by :class:`maze_lab.perception.graph.ModelGraph` (data only).
+    """The graph in a drawing written by :class:`maze_lab.agent.graph.ModelGraph` (data only).
 
     :param text: the SVG document.
     :param name: the graph's name (file stem), e.g. ``policy_0``.
@@ -193,7 +193,7 @@ def _node_at(nodes: dict[str, GraphNode], x: float, y: float, bottom: bool) -> G
 
 
 def graph_from_model_graph(graph: Any, name: str) -> GraphData:
-    """The data of a live :class:`maze_lab.perception.graph.ModelGraph` (same layout as its drawing)."""
+    """The data of a live :class:`maze_lab.agent.graph.ModelGraph` (same layout as its drawing)."""
     nodes: dict[str, GraphNode] = {}
     for nid, n in graph.nodes.items():
         if n.kind == "dummy":
@@ -256,7 +256,7 @@ def live_model_graphs(source: Any) -> dict[str, GraphData]:
         return {}
     handle = getattr(run, "handle", None)
     running = bool(handle is not None and handle.running)
-    from maze_lab.perception.graph import ModelGraph, composer_graphs
+    from maze_lab.agent.graph import ModelGraph, composer_graphs
     from maze_lab.perception.perception_utils import space_shapes
 
     spaces = {} if running else dict(getattr(getattr(run, "train_env", None), "observation_spaces_dict",

@@ -48,7 +48,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # GreedyPolicy builds on maze_lab.core.agent, which imports torch: load it only when asked for
+    # GreedyPolicy builds on maze_lab.agent, which imports torch: load it only when asked for
     if name == "GreedyPolicy":
         from .policies import GreedyPolicy
 

@@ -1,6 +1,6 @@
 """A greedy heuristic for the flat, structured and masked Cutting-2D envs.
 
-Importing this module imports maze_lab.core.agent (and with it torch); the package exports GreedyPolicy lazily
+Importing this module imports maze_lab.agent (and with it torch); the package exports GreedyPolicy lazily
 so that the envs stay light to import.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from maze_lab.core.agent.heuristic_policy import HeuristicPolicy
+from maze_lab.agent.heuristic_policy import HeuristicPolicy
 from maze_lab.core.env.structured_env import ActorID, StepKey
 
 

@@ -663,7 +663,7 @@ def compose_config(components: Mapping[str, Any] | None = None, overrides: Mappi
             and str(OmegaConf.select(cfg, "model._target_", default="")).endswith("TemplateModelComposer")):
         cfg, _ = _hydra_compose(primary, config_name, [*hydra_overrides, "critic=none"])
         if not cfg.model.get("critic"):
-            cfg.model.critic = {"_target_": "maze_lab.perception.models.critics.SharedStateCriticComposer"}
+            cfg.model.critic = {"_target_": "maze_lab.agent.composers.critics.SharedStateCriticComposer"}
     if "experiment" in cfg:
         raise ConfigurationError(f"the configuration sets a root key 'experiment' ({cfg.experiment!r}), which has no "
                                  f"meaning: experiment=FILE picks an experiment file, and the runs' folder is named by "

@@ -844,8 +844,8 @@ class _Run:
         return build_algorithm_config(self.config)
 
     def _model(self, env: Any) -> Any:
-        from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
-        from maze_lab.perception.composers import build_model_composer
+        from maze_lab.agent.composers import build_model_composer
+        from maze_lab.agent.torch_actor_critic import TorchActorCritic
 
         obj = self.objects.get("model")
         device = OmegaConf.select(self.config, "algorithm.device", default="cpu")

@@ -281,7 +281,7 @@ class LoadedRun:
 
     def policy(self, which: str = "best") -> Any:
         """Rebuild the model from the config and load the ``best`` or ``last`` weights; returns the policy."""
-        from maze_lab.perception.composers import build_model_composer
+        from maze_lab.agent.composers import build_model_composer
         from maze_lab.train.trainers.common.checkpoints import CheckpointError, check_weights_fit
 
         cfg = self._checked_config(("env", "wrappers", "model"))
@@ -321,8 +321,8 @@ class LoadedRun:
 
     def deployment(self, which: str = "best", **kwargs: Any) -> Any:
         """The run's policy (``best`` or ``last`` weights) acting in its env wrapper stack behind an
-        :class:`~maze_lab.core.agent_deployment.AgentDeployment` (``kwargs``: its other parameters)."""
-        from maze_lab.core.agent_deployment import AgentDeployment
+        :class:`~maze_lab.agent.deployment.AgentDeployment` (``kwargs``: its other parameters)."""
+        from maze_lab.agent.deployment import AgentDeployment
 
         return AgentDeployment.from_run(self, which, **kwargs)
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from maze_lab.perception.composers import TemplateModelComposer
+from maze_lab.agent.composers import TemplateModelComposer
 
 HIDDEN = [32, 32]
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from maze_lab.core.agent.policy import Policy
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
+from maze_lab.core.policy import Policy
 from maze_lab.core.trajectory.recorder import TrajectoryRecordingWrapper
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
 from maze_lab.core.wrappers.monitoring_wrapper import MazeEnvMonitoringWrapper
@@ -64,7 +64,7 @@ class SequentialRolloutRunner:
     per episode into ``trajectory_dir``.
 
     :param env_factory: builds the env (called once per :meth:`run`).
-    :param policy: any :class:`~maze_lab.core.agent.policy.Policy`.
+    :param policy: any :class:`~maze_lab.core.policy.Policy`.
     :param n_episodes: episodes to run.
     :param max_episode_steps: truncate episodes after this many env steps (None: the env decides).
     :param record_trajectory: record the episodes into ``trajectory_dir``.

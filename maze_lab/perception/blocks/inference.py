@@ -128,15 +128,6 @@ class InferenceBlock(PerceptionBlock):
         """Name of the block producing tensor ``key`` (None for model inputs)."""
         return self._producer.get(key)
 
-    def graph(self, title: str | None = None) -> Any:
-        """The model graph of this inference block (a ModelGraph: SVG drawing, ``save(path)``)."""
-        from maze_lab.perception.graph import ModelGraph
-
-        return ModelGraph(self, title=title)
-
-    def _repr_svg_(self) -> str:
-        return self.graph().to_svg()
-
     def __repr__(self) -> str:
         lines = [f"InferenceBlock({self.in_keys} -> {self.out_keys})"]
         for level, names in self.execution_plan.items():

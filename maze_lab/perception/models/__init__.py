@@ -1,1 +1,1 @@
-"""Model composers under their Maze-style paths, and ready-made networks (``built_in``)."""
+"""Ready-made networks (``built_in``) under their Maze-style path."""

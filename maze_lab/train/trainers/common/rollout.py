@@ -165,7 +165,7 @@ def substep_policy_output(policy: Any, obs: dict[str, torch.Tensor], key: StepKe
     agents = np.unique(agent_ids)
     if len(agents) == 1:
         return policy.compute_substep_policy_output(obs, ActorID(key, int(agents[0])))
-    from maze_lab.core.agent.torch_policy import PolicySubStepOutput
+    from maze_lab.agent.torch_policy import PolicySubStepOutput
 
     device = next(iter(obs.values())).device
     outs, positions = [], []

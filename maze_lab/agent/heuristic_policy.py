@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from maze_lab.core.agent.policy import Policy
 from maze_lab.core.env.structured_env import ActorID, StepKey
+from maze_lab.core.policy import Policy
 
 
 class HeuristicPolicy(Policy):

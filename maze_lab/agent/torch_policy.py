@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from maze_lab.core.agent.policy import Policy, resolve_actor_id
-from maze_lab.core.agent.torch_model import TorchModel, float_observation
+from maze_lab.agent.torch_model import TorchModel, float_observation
 from maze_lab.core.env.structured_env import ActorID, StepKey
+from maze_lab.core.policy import Policy, resolve_actor_id
 from maze_lab.distributions.categorical import CategoricalProbabilityDistribution
 from maze_lab.distributions.dict_distribution import DictProbabilityDistribution
 from maze_lab.distributions.distribution_mapper import DistributionMapper

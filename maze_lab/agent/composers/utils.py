@@ -14,7 +14,8 @@ from maze_lab.core.utils.factory import ConfigurationError, Factory, _to_plain
 
 def _registry() -> dict[str, type]:
     """Built-in components by class name (for short names and Maze dotted paths in configs)."""
-    from maze_lab.perception import builders, composers
+    from maze_lab.agent import composers
+    from maze_lab.perception import builders
     from maze_lab.perception.models import built_in
 
     reg: dict[str, type] = {}
@@ -125,7 +126,7 @@ def build_model_composer(config: Any, action_spaces_dict: Mapping[StepKey, Any],
     composers, networks) are handed to the composer as config, because they can only be built once the spaces
     are known.
     """
-    from maze_lab.perception.composers.base import BaseModelComposer
+    from maze_lab.agent.composers.base import BaseModelComposer
 
     config = _to_plain(config)
     if isinstance(config, BaseModelComposer):

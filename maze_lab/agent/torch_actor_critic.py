@@ -9,12 +9,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from maze_lab.core.agent.policy import Policy
-from maze_lab.core.agent.torch_model import TorchModel
-from maze_lab.core.agent.torch_policy import PolicySubStepOutput, TorchPolicy
-from maze_lab.core.agent.torch_state_action_critic import TorchStateActionCritic
-from maze_lab.core.agent.torch_state_critic import TorchStateCritic
+from maze_lab.agent.torch_model import TorchModel
+from maze_lab.agent.torch_policy import PolicySubStepOutput, TorchPolicy
+from maze_lab.agent.torch_state_action_critic import TorchStateActionCritic
+from maze_lab.agent.torch_state_critic import TorchStateCritic
 from maze_lab.core.env.structured_env import ActorID, StepKey
+from maze_lab.core.policy import Policy
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from maze_lab.core.agent.policy import Policy, resolve_actor_id
 from maze_lab.core.env.structured_env import ActorID, StepKey
+from maze_lab.core.policy import Policy, resolve_actor_id
 
 
 class RandomPolicy(Policy):

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from maze_lab.core.agent.torch_model import TorchModel, float_observation
+from maze_lab.agent.torch_model import TorchModel, float_observation
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.perception.perception_utils import merge_spaces
 

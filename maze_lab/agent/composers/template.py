@@ -10,9 +10,23 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from maze_lab.core.agent.torch_policy import TorchPolicy
-from maze_lab.core.agent.torch_state_action_critic import TorchStateActionCritic
-from maze_lab.core.agent.torch_state_critic import PREV_VALUE_KEY, TorchStateCritic
+from maze_lab.agent.composers.base import BaseModelComposer
+from maze_lab.agent.composers.critics import (
+    BaseStateActionCriticComposer,
+    BaseStateCriticComposer,
+    DeltaStateCriticComposer,
+    SharedStateCriticComposer,
+    q_network_io,
+)
+from maze_lab.agent.composers.policies import (
+    BasePolicyComposer,
+    ProbabilisticPolicyComposer,
+    policy_network_keys,
+)
+from maze_lab.agent.composers.utils import resolve_type, split_target
+from maze_lab.agent.torch_policy import TorchPolicy
+from maze_lab.agent.torch_state_action_critic import TorchStateActionCritic
+from maze_lab.agent.torch_state_critic import PREV_VALUE_KEY, TorchStateCritic
 from maze_lab.core.env.structured_env import ActorID, StepKey
 from maze_lab.core.utils.factory import ConfigurationError, Factory, _to_plain
 from maze_lab.perception.action_masks import discrete_heads_of, match_action_masks
@@ -25,20 +39,6 @@ from maze_lab.perception.blocks import (
 )
 from maze_lab.perception.builders.base import MASK_MODALITY, BaseModelBuilder
 from maze_lab.perception.builders.concat import ConcatModelBuilderKeys
-from maze_lab.perception.composers.base import BaseModelComposer
-from maze_lab.perception.composers.critics import (
-    BaseStateActionCriticComposer,
-    BaseStateCriticComposer,
-    DeltaStateCriticComposer,
-    SharedStateCriticComposer,
-    q_network_io,
-)
-from maze_lab.perception.composers.policies import (
-    BasePolicyComposer,
-    ProbabilisticPolicyComposer,
-    policy_network_keys,
-)
-from maze_lab.perception.composers.utils import resolve_type, split_target
 from maze_lab.perception.perception_utils import space_shapes
 from maze_lab.perception.weight_init import make_module_init_normc
 

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from maze_lab.core.agent.torch_state_action_critic import (
+from maze_lab.agent.composers.utils import build_network, specs_per_key
+from maze_lab.agent.torch_state_action_critic import (
     Q_VALUE_KEY,
     Q_VALUES_SUFFIX,
     TorchSharedStateActionCritic,
@@ -20,7 +21,7 @@ from maze_lab.core.agent.torch_state_action_critic import (
     only_discrete,
     state_action_input_space,
 )
-from maze_lab.core.agent.torch_state_critic import (
+from maze_lab.agent.torch_state_critic import (
     PREV_VALUE_KEY,
     TorchDeltaStateCritic,
     TorchSharedStateCritic,
@@ -29,7 +30,6 @@ from maze_lab.core.agent.torch_state_critic import (
 )
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.utils.factory import ConfigurationError
-from maze_lab.perception.composers.utils import build_network, specs_per_key
 from maze_lab.perception.perception_utils import merge_spaces, space_shapes
 
 SHARED_CRITIC_KEY = 0

@@ -10,10 +10,10 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from maze_lab.core.agent.torch_actor_critic import TorchActorCritic
-from maze_lab.core.agent.torch_policy import TorchPolicy
-from maze_lab.core.agent.torch_state_action_critic import TorchStateActionCritic
-from maze_lab.core.agent.torch_state_critic import TorchStateCritic
+from maze_lab.agent.torch_actor_critic import TorchActorCritic
+from maze_lab.agent.torch_policy import TorchPolicy
+from maze_lab.agent.torch_state_action_critic import TorchStateActionCritic
+from maze_lab.agent.torch_state_critic import TorchStateCritic
 from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.distributions.distribution_mapper import DistributionMapper
@@ -103,7 +103,7 @@ class BaseModelComposer(ABC):
 
     def graph(self) -> Any:
         """Model graphs of all policy and critic networks as one drawing."""
-        from maze_lab.perception.graph import model_graph
+        from maze_lab.agent.graph import model_graph
 
         return model_graph(self)
 
@@ -112,7 +112,7 @@ class BaseModelComposer(ABC):
 
     def save_graphs(self, directory: str | Path) -> list[Path]:
         """Write one SVG per network (``policy_<key>.svg``, ``critic_<key>.svg``) into ``directory``."""
-        from maze_lab.perception.graph import composer_graphs
+        from maze_lab.agent.graph import composer_graphs
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from maze_lab.core.agent_deployment.external_core_env import DeploymentClosed, ExternalCoreEnv
+from maze_lab.agent.deployment.external_core_env import DeploymentClosed, ExternalCoreEnv
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 

@@ -8,19 +8,19 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from maze_lab.core.agent.torch_policy import TorchPolicy
-from maze_lab.core.agent.torch_state_action_critic import TorchStateActionCritic
-from maze_lab.core.agent.torch_state_critic import TorchStateCritic
-from maze_lab.core.env.structured_env import StepKey
-from maze_lab.core.utils.factory import ConfigurationError, _to_plain
-from maze_lab.perception.composers.base import BaseModelComposer
-from maze_lab.perception.composers.critics import (
+from maze_lab.agent.composers.base import BaseModelComposer
+from maze_lab.agent.composers.critics import (
     BaseStateActionCriticComposer,
     BaseStateCriticComposer,
     CriticComposerInterface,
 )
-from maze_lab.perception.composers.policies import BasePolicyComposer
-from maze_lab.perception.composers.utils import resolve_type, split_target
+from maze_lab.agent.composers.policies import BasePolicyComposer
+from maze_lab.agent.composers.utils import resolve_type, split_target
+from maze_lab.agent.torch_policy import TorchPolicy
+from maze_lab.agent.torch_state_action_critic import TorchStateActionCritic
+from maze_lab.agent.torch_state_critic import TorchStateCritic
+from maze_lab.core.env.structured_env import StepKey
+from maze_lab.core.utils.factory import ConfigurationError, _to_plain
 
 
 class CustomModelComposer(BaseModelComposer):

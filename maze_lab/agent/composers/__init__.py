@@ -1,7 +1,7 @@
 """Model composers: policies, critics and distribution mapper for an env's spaces."""
 
-from maze_lab.perception.composers.base import BaseModelComposer
-from maze_lab.perception.composers.critics import (
+from maze_lab.agent.composers.base import BaseModelComposer
+from maze_lab.agent.composers.critics import (
     BaseStateActionCriticComposer,
     BaseStateCriticComposer,
     CriticComposerInterface,
@@ -13,10 +13,10 @@ from maze_lab.perception.composers.critics import (
     StepStateActionCriticComposer,
     StepStateCriticComposer,
 )
-from maze_lab.perception.composers.custom import CustomModelComposer
-from maze_lab.perception.composers.policies import BasePolicyComposer, ProbabilisticPolicyComposer
-from maze_lab.perception.composers.template import TemplateModelComposer
-from maze_lab.perception.composers.utils import build_model_composer
+from maze_lab.agent.composers.custom import CustomModelComposer
+from maze_lab.agent.composers.policies import BasePolicyComposer, ProbabilisticPolicyComposer
+from maze_lab.agent.composers.template import TemplateModelComposer
+from maze_lab.agent.composers.utils import build_model_composer
 
 __all__ = [
     "BaseModelComposer",

@@ -576,9 +576,9 @@ def _infer_outputs(net: nn.Module, input_shapes: Mapping[str, Sequence[int]]) ->
 
 def composer_graphs(model: Any) -> dict[str, ModelGraph]:
     """One graph per network of a composer, TorchActorCritic, TorchPolicy or critic."""
-    from maze_lab.core.agent.torch_policy import TorchPolicy
-    from maze_lab.core.agent.torch_state_action_critic import TorchStateActionCritic
-    from maze_lab.core.agent.torch_state_critic import TorchStateCritic
+    from maze_lab.agent.torch_policy import TorchPolicy
+    from maze_lab.agent.torch_state_action_critic import TorchStateActionCritic
+    from maze_lab.agent.torch_state_critic import TorchStateCritic
     from maze_lab.perception.perception_utils import space_shapes
 
     obs_spaces = getattr(model, "observation_spaces_dict", None) or {}

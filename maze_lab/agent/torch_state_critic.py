@@ -9,7 +9,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from maze_lab.core.agent.torch_model import TorchModel, float_observation
+from maze_lab.agent.torch_model import TorchModel, float_observation
 from maze_lab.core.env.structured_env import StepKey
 
 TensorDict = dict[str, torch.Tensor]

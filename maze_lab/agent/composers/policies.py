@@ -9,11 +9,11 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from maze_lab.core.agent.torch_policy import TorchPolicy
+from maze_lab.agent.composers.utils import build_network, specs_per_key
+from maze_lab.agent.torch_policy import TorchPolicy
 from maze_lab.core.env.structured_env import ActorID, StepKey
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.distributions.distribution_mapper import DistributionMapper
-from maze_lab.perception.composers.utils import build_network, specs_per_key
 from maze_lab.perception.perception_utils import space_shapes
 
 
