@@ -23,6 +23,7 @@ from maze_lab.run.run_dir import MARKER
 from maze_lab.run.runs import differing_params, find_run_dirs, flatten_config
 from maze_lab.widgets.plotly_widgets import FigureWidget, chart_layout
 from maze_lab.widgets.sources import RunSource, SeriesBook
+from maze_lab.widgets.theme import TEXT, themed
 from maze_lab.widgets.view import PollingView
 
 DEFAULT_STATISTICS = ("eval/BaseEnvEvents/reward/mean", "train/BaseEnvEvents/reward/mean")
@@ -401,7 +402,7 @@ class RunComparison(PollingView):
         ])
         for i, title in enumerate(("Curves", "Table", "Parameters")):
             self.tabs.set_title(i, title)
-        self.widget = w.VBox([self.header, self.message, self.tabs])
+        self.widget = themed(w.VBox([self.header, self.message, self.tabs]))
 
     def update(self, force: bool = False) -> bool:
         """Discover new runs, take in what each run wrote since, and redraw what changed; returns whether anything
@@ -611,7 +612,8 @@ _STATUS_COLOURS = {"done": "#1e8449", "early-stopped": "#1e8449", "stopped": "#7
                    "deleted": "#7f8c8d", "not a run": "#7f8c8d"}
 _TABLE_CSS = ("<style>.maze-lab-cmp{border-collapse:collapse}.maze-lab-cmp td,.maze-lab-cmp th{padding:3px 9px;"
               "text-align:right;font-family:system-ui,sans-serif;font-size:13px;white-space:nowrap;"
-              "border-bottom:1px solid #e5e8e8}.maze-lab-cmp th{background:#f2f3f4}"
+              "border-bottom:1px solid var(--jp-border-color2,#e5e8e8)}"
+              ".maze-lab-cmp th{background:var(--jp-layout-color2,#f2f3f4)}"
               ".maze-lab-cmp td.l,.maze-lab-cmp th.l{text-align:left}"
               ".maze-lab-cmp td.err{white-space:normal;max-width:420px;text-align:left;color:#a93226}</style>")
 
@@ -639,7 +641,7 @@ def _table_html(df: Any) -> str:
             if column == "run":
                 cells.append(f"<td class='l' title='{html.escape(str(record.get('run_dir') or ''))}'>{text}</td>")
             elif column == "status":
-                colour = _STATUS_COLOURS.get(str(record[column]), "#1b2631")
+                colour = _STATUS_COLOURS.get(str(record[column]), TEXT)
                 why = html.escape(_cell_text(record.get("error")), quote=True)  # the reason on hover as well
                 cells.append(f"<td class='l' style='color:{colour};font-weight:600' title='{why}'>{text}</td>")
             elif column == "error":

@@ -34,6 +34,7 @@ import plotly.graph_objects as go
 
 from maze_lab.widgets.plotly_widgets import FigureWidget, chart_layout
 from maze_lab.widgets.sources import RunSource, SeriesBook
+from maze_lab.widgets.theme import themed
 from maze_lab.widgets.view import PollingView
 
 STATUS_COLORS = {"starting": "#6e7781", "created": "#6e7781", "running": "#1a7f37", "paused": "#9a6700",
@@ -284,7 +285,7 @@ class TrainingDashboard(PollingView):
                              picker_box, self.picker_panel, self.x_axis, self.smoothing, self.curve_controls,
                              self.curves, self.empty_html, self.tabs.children[0],
                              self.tabs]
-        self.widget = _CockpitBox(self.close, children=[self.header, self.tabs])
+        self.widget = themed(_CockpitBox(self.close, children=[self.header, self.tabs]))
         self._lazy: dict[int, tuple[str, Any]] = {}
         self.tabs.observe(self._open_lazy_tab, names="selected_index")
         for title in tabs:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from maze_lab.widgets.model_graph import _natural, _run_of, read_run_graphs
+from maze_lab.widgets.theme import themed
 from maze_lab.widgets.view import PollingView
 
 ACTION_TOPICS = {"DiscreteActionEvents": "discrete", "ContinuousActionEvents": "continuous",
@@ -388,7 +389,8 @@ class DistributionsView(PollingView):
         self.grid = w.GridBox([actions, observations], layout=w.Layout(
             grid_template_columns="repeat(auto-fit, minmax(460px, 1fr))", grid_gap="4px 16px"))
         self.grid.add_class("maze-lab-distributions-grid")
-        self.widget = w.VBox([self.header, w.HBox([self.prefix_select, self.play, self.epoch_slider]), self.grid])
+        self.widget = themed(w.VBox([self.header, w.HBox([self.prefix_select, self.play, self.epoch_slider]),
+                                     self.grid]))
         self.update(force=True)
 
     # ---- test hooks: the numbers behind the plots ----------------------------------------------------------------

@@ -23,6 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from maze_lab.widgets.plotly_widgets import FigureWidget
+from maze_lab.widgets.theme import themed
 from maze_lab.widgets.view import PollingView
 
 MAX_EVENT_LOG_BYTES = 64 * 1024**2
@@ -467,9 +468,9 @@ class EventLogExplorer(PollingView):
             layout={"height": 320, "margin": {"t": 40, "b": 40, "l": 50, "r": 10}, "xaxis": {"title": "step"},
                     "showlegend": False})
         self.table_html = w.HTML()
-        self.widget = w.VBox([self.header, self.message, w.HBox([self.log_picker, self.event_picker]),
-                              w.HBox([self.attribute_picker, self.episode_picker, self.episode_label]),
-                              self.figure, self.table_html])
+        self.widget = themed(w.VBox([self.header, self.message, w.HBox([self.log_picker, self.event_picker]),
+                                     w.HBox([self.attribute_picker, self.episode_picker, self.episode_label]),
+                                     self.figure, self.table_html]))
 
     def _on_pick(self, _: Any) -> None:
         if not self._syncing:
@@ -602,7 +603,8 @@ class EventLogExplorer(PollingView):
 
 _TABLE_CSS = ("<style>.maze-lab-events{border-collapse:collapse}.maze-lab-events td,.maze-lab-events th{"
               "padding:2px 9px;font-family:system-ui,sans-serif;font-size:13px;text-align:right;"
-              "border-bottom:1px solid #e5e8e8}.maze-lab-events th{background:#f2f3f4}</style>")
+              "border-bottom:1px solid var(--jp-border-color2,#e5e8e8)}"
+              ".maze-lab-events th{background:var(--jp-layout-color2,#f2f3f4)}</style>")
 
 
 def _count(n: int, noun: str) -> str:

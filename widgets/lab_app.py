@@ -32,6 +32,7 @@ import ipywidgets as w
 import numpy as np
 import traitlets
 
+from maze_lab.widgets.theme import TEXT, themed
 from maze_lab.widgets.view import PollingView
 
 STATE_FILE = ".maze_lab_lab_state.json"
@@ -43,10 +44,12 @@ _MAX_TEXT = 20_000
 # ---- the app ---------------------------------------------------------------------------------------------------------
 _CSS = """<style>
 .maze-lab-app { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; max-width: 1400px; }
-.maze-lab-app .maze-lab-section { border: 1px solid #d5dbe3; border-radius: 6px; padding: 8px 12px; margin: 6px 0;
-  background: #ffffff; }
-.maze-lab-app .maze-lab-section-title { font-size: 15px; font-weight: 600; color: #1b2631; margin: 2px 0 6px 0; }
-.maze-lab-app .maze-lab-note { color: #566573; font-size: 12px; }
+.maze-lab-app .maze-lab-section { border: 1px solid var(--jp-border-color1, #d5dbe3); border-radius: 6px;
+  padding: 8px 12px; margin: 6px 0;
+  background: var(--jp-layout-color0, #ffffff); }
+.maze-lab-app .maze-lab-section-title { font-size: 15px; font-weight: 600; color: var(--jp-ui-font-color1, #1b2631);
+  margin: 2px 0 6px 0; }
+.maze-lab-app .maze-lab-note { color: var(--jp-ui-font-color2, #566573); font-size: 12px; }
 .maze-lab-app .maze-lab-error { background: #fdedec; border-left: 4px solid #c0392b; padding: 6px 10px;
   color: #641e16; font-size: 13px; white-space: pre-wrap; }
 .maze-lab-app .maze-lab-ok { background: #eafaf1; border-left: 4px solid #27ae60; padding: 6px 10px; color: #145a32;
@@ -313,7 +316,7 @@ class LabApp(PollingView):
         self.detail_section.layout.display = "none"
 
         header = w.HTML(f"{_CSS}<div style='display:flex;align-items:baseline;gap:14px'>"
-                        f"<span style='font-size:20px;font-weight:700;color:#1b2631'>maze-lab</span>"
+                        f"<span style='font-size:20px;font-weight:700;color:{TEXT}'>maze-lab</span>"
                         f"<span class='maze-lab-note'>runs in <code>{_esc(self.base_dir)}</code></span></div>")
         # a hidden figure in the page from the start: in voila the first figure whose model opens after the page
         # loaded (the cockpit's first curve) lost its whole state while the front-end fetched plotly's and
@@ -328,6 +331,7 @@ class LabApp(PollingView):
                               warmup, self.scroller])
         """The whole app (display it)."""
         self.widget.add_class("maze-lab-app")
+        themed(self.widget)
         self._runs_signature: Any = None
         self._restoring = False
         self._saved_state: bytes | None = None
@@ -539,7 +543,7 @@ class LabApp(PollingView):
         if not running and status in ("stopped", "done", "early-stopped", "interrupted"):
             last = sorted(p.name for p in checkpoint.glob("*")) if checkpoint.is_dir() else []
             note = f" · checkpoints: {', '.join(last)}" if last else ""
-        color = _STATUS_COLORS.get(status, "#1b2631")
+        color = _STATUS_COLORS.get(status, TEXT)
         # the cockpit shows the status itself; here only where it could not open
         shown = "none" if self.cockpit is not None else "inline"
         self.run_status.value = (f"<span class='maze-lab-note'>run directory <code>{_esc(where)}</code>{_esc(note)}"

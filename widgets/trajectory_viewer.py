@@ -24,10 +24,11 @@ from maze_lab.core.trajectory.files import TrajectoryLimits
 from maze_lab.core.trajectory.frames import encode_png
 from maze_lab.core.trajectory.records import EpisodeRecord, StepRecord
 from maze_lab.widgets.plotly_widgets import FigureWidget
+from maze_lab.widgets.theme import themed
 from maze_lab.widgets.trajectory_data import TrajectoryData, finite_or_none
 
 _PANEL_CSS = ("font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; font-size: 13px; line-height: 1.45; "
-              "color: #1b2631;")
+              "color: var(--jp-ui-font-color1, #1b2631);")
 _NOTE_CSS = ("background: #fef9e7; border-left: 4px solid #f1c40f; padding: 6px 10px; margin: 4px 0; "
              "font-family: system-ui, sans-serif; font-size: 13px; color: #4d3b00;")
 _REWARD_COLOUR = "#2e86c1"
@@ -164,13 +165,13 @@ class TrajectoryViewer:
         self._strip_key: tuple | None = None
         self.slider.observe(lambda _: self._draw(), names="value")
         self.episode_dropdown.observe(lambda change: self.select_episode(change["new"]), names="value")
-        self.widget = w.VBox([
+        self.widget = themed(w.VBox([
             self.title, self.episode_dropdown,
             w.HBox([self.play, self.prev_button, self.slider, self.next_button]),
             self.note,
             w.HBox([self.image, self.info], layout=w.Layout(flex_flow="row wrap", align_items="flex-start")),
             self._strip_box,
-        ])
+        ]))
         """The whole viewer (display it, or put it in a layout)."""
         self.select_episode(0)
 
