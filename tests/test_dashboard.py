@@ -827,6 +827,24 @@ def test_smoothing_draws_an_ema_over_the_faint_raw_curve():
         dash.close()
 
 
+def test_values_that_differ_in_their_last_digits_get_a_readable_range():
+    """A statistic whose raw and smoothed points differ by a unit in the last place (0.6931104212999344 and
+    ...343) made plotly range over that span, one 17-digit tick label spilling into the next figure."""
+    store = StatsStore()
+    store.write("train", 1, {StatKey(ActorCriticEvents.policy_entropy, None, (0,)): 0.6931104212999344})
+    store.write("train", 2, {StatKey(ActorCriticEvents.policy_entropy, None, (0,)): 0.6931104212999343})
+    dash = TrainingDashboard(store, tabs=())
+    try:
+        fig = dash.figure("ActorCriticEvents / policy_entropy / 0")
+        lo, hi = fig.layout.yaxis.range
+        assert lo < 0.69311 < hi and hi - lo > 0.05  # a range a tick can be read in
+        store.write("train", 3, {StatKey(ActorCriticEvents.policy_entropy, None, (0,)): 0.5})
+        dash.refresh()
+        assert fig.layout.yaxis.range is None and fig.layout.yaxis.autorange is True  # spread out: plotly's own
+    finally:
+        dash.close()
+
+
 def test_every_figure_has_a_log_scale_switch_and_keeps_its_title_clear():
     dash = TrainingDashboard(_store(), tabs=())
     try:

@@ -269,6 +269,8 @@ class TrainingDashboard(PollingView):
                                        readout_format=".2f", continuous_update=False, layout=w.Layout(width="330px"),
                                        tooltip="exponential moving average of each curve; the raw curve stays faint "
                                                "behind it")
+        self.x_axis.add_class("maze-lab-x-axis")
+        self.smoothing.add_class("maze-lab-smoothing")
         self.x_axis.observe(lambda _: self._guarded(lambda: self._draw_curves(None)), names="value")
         self.smoothing.observe(lambda _: self._guarded(lambda: self._draw_curves(None)), names="value")
         self.curve_controls = w.HBox([self.x_axis, self.smoothing],
@@ -670,16 +672,24 @@ class TrainingDashboard(PollingView):
                          default=0.0)
         # whole epochs: no ticks at 0.5 on a short run drawn over epochs
         dtick = 1 if last_epoch <= 10 and self.x_axis.value == "epoch" else None
+        y_range = flat_range([d["y"] for _, _, d in updates])
         fig = self._figures.get(chart.key)
         if fig is None:
             fig = self._figures[chart.key] = self._new_figure(
                 chart, [{**self._trace_style(prefix, role), **data} for prefix, role, data in updates], dtick)
+            if y_range is not None:
+                fig.layout.yaxis.range = y_range
             for (prefix, role, _), trace in zip(updates, fig.data, strict=True):
                 self._traces[(chart.key, prefix, role)] = trace
             return
         with fig.batch_update():
             if fig.layout.xaxis.dtick != dtick:
                 fig.layout.xaxis.dtick = dtick
+            if fig.layout.yaxis.type != "log":
+                if y_range is not None:
+                    fig.layout.yaxis.range = y_range
+                elif fig.layout.yaxis.range is not None:  # the values spread out: plotly's own range again
+                    fig.layout.yaxis.range, fig.layout.yaxis.autorange = None, True
             x_title = X_AXES[self.x_axis.value]
             if fig.layout.xaxis.title.text != x_title:
                 fig.layout.xaxis.title.text = x_title
@@ -855,6 +865,23 @@ def _console(source: Any) -> Any:
 
 _STANDARD_TABS = {"Distributions": _distributions, "Model": _model, "Config": _config, "Console": _console}
 """The views a cockpit shows as tabs by default (built when first selected)."""
+
+
+def flat_range(ys: list[Any]) -> list[float] | None:
+    """A y-range around values that differ only in their last digits (a statistic and its smoothed curve, whose
+    sums round differently): plotly's own range would be that span of a few units in the last place, with one tick
+    label of 17 digits spilling out of the figure. None where plotly's range is right (values apart, or all equal:
+    plotly pads a constant itself)."""
+    values = np.concatenate([np.asarray(y, dtype=np.float64).ravel() for y in ys]) if ys else np.empty(0)
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return None
+    lo, hi = float(values.min()), float(values.max())
+    if lo == hi or hi - lo > 1e-9 * max(abs(lo), abs(hi)):
+        return None
+    middle = (lo + hi) / 2
+    pad = 0.05 * abs(middle) or 1.0
+    return [middle - pad, middle + pad]
 
 
 def ema(values: np.ndarray, alpha: float) -> np.ndarray:
