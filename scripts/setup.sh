@@ -79,6 +79,11 @@ if ! "$VPY" -c 'import torch' >/dev/null 2>&1; then
   fi
 fi
 
+# --- Graphviz: its dot lays out the model graphs (without it they get a plain fallback layout) ---
+if ! command -v dot >/dev/null 2>&1; then
+  apt_install graphviz || echo "setup: WARNING: graphviz not installed; model graphs get the plain fallback layout" >&2
+fi
+
 # --- maze-lab itself, editable, with the pins of constraints.txt ---
 extras="notebook,scale"
 if [[ $dev -eq 1 ]]; then

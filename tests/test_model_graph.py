@@ -1,9 +1,13 @@
-"""Model graphs: SVG drawings of inference graphs and composed models, and a headless-Chromium rendering."""
+"""Model graphs: SVG drawings of inference graphs and composed models laid out by Graphviz's dot (and by the plain
+fallback without it), labels escaped on the way to dot and to the SVG, and a headless-Chromium rendering."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import subprocess
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -19,12 +23,15 @@ from conftest_perception import (
     pendulum_spaces,
 )
 
+from maze_lab.agent import graph as graph_module
 from maze_lab.agent.composers import CustomModelComposer, TemplateModelComposer
-from maze_lab.agent.graph import ModelGraph, ModelGraphSet, model_graph
+from maze_lab.agent.graph import GraphvizMissingWarning, ModelGraph, ModelGraphSet, model_graph
 from maze_lab.perception.blocks import DenseBlock, InferenceBlock, LinearOutputBlock
 
 SVG = "{http://www.w3.org/2000/svg}"
 CHROMIUM = "/usr/bin/chromium"
+DOT = shutil.which("dot")
+needs_dot = pytest.mark.skipif(DOT is None, reason="Graphviz's dot is not installed (Debian: apt-get install graphviz)")
 
 
 def _composer(name: str) -> TemplateModelComposer:
@@ -151,3 +158,106 @@ def test_render_graph_png_in_headless_chromium(tmp_path: Path) -> None:
     png_w, png_h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (png_w, png_h) == (width, height)
     assert len(data) > 20000  # a blank page compresses to a few hundred bytes
+
+
+# ---- the layout engines ---------------------------------------------------------------------------------------------
+def _node_rects(svg: str) -> list[tuple[float, float, float, float]]:
+    """Centre x, centre y, width and height of each node's box, in drawing order."""
+    root = ET.fromstring(svg)
+    rects = [g.find(f"{SVG}rect") for g in root.iter(f"{SVG}g") if "node" in (g.get("class") or "").split()]
+    return [(float(r.get("x")) + float(r.get("width")) / 2, float(r.get("y")) + float(r.get("height")) / 2,
+             float(r.get("width")), float(r.get("height"))) for r in rects]
+
+
+@needs_dot
+def test_svg_comes_from_dots_layout() -> None:
+    graph = _composer("cutting2d").graph()["policy_selection"]
+    assert graph.layout.engine == "dot"
+    dot_text = graph.to_dot()
+    ids = list(graph.data.nodes)
+    # the DOT text holds every node and every edge of the data
+    assert len(re.findall(r"^  n\d+ \[label=", dot_text, re.M)) == len(ids)
+    declared = [f"n{ids.index(e.source)} -> n{ids.index(e.target)}" for e in graph.data.edges]
+    assert [m for m in re.findall(r"^  (n\d+ -> n\d+)", dot_text, re.M)] == declared
+    # the boxes of the SVG are where dot puts the nodes (up to one translation; dot's y grows upwards)
+    out = json.loads(subprocess.run([DOT, "-Tjson"], input=dot_text, capture_output=True, text=True, check=True,
+                                    timeout=60).stdout)
+    placed = {o["name"]: o for o in out["objects"] if "pos" in o}
+    rects = _node_rects(graph.to_svg())
+    assert len(rects) == len(ids)
+    x0, y0 = (float(v) for v in placed["n0"]["pos"].split(","))
+    for i, (cx, cy, w, h) in enumerate(rects):
+        x, y = (float(v) for v in placed[f"n{i}"]["pos"].split(","))
+        assert cx - rects[0][0] == pytest.approx(x - x0, abs=0.1)
+        assert cy - rects[0][1] == pytest.approx(y0 - y, abs=0.1)
+        assert (w, h) == pytest.approx((float(placed[f"n{i}"]["width"]) * 72, float(placed[f"n{i}"]["height"]) * 72),
+                                       abs=0.1)
+    # and each edge is drawn along dot's spline, its tensor label where dot put it
+    texts = _texts(graph.to_svg())
+    assert texts.count("concat") == 1 and "piece_idx_logits" in texts
+    assert len(graph.layout.routes) == len(graph.data.edges)
+
+
+def test_fallback_without_dot_draws_every_node_and_edge(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot here
+    monkeypatch.setattr(graph_module, "_dot_warned", False)
+    comp = _composer("cutting2d")
+    with pytest.warns(GraphvizMissingWarning, match="apt-get install graphviz"):
+        graph = comp.graph()
+    with warnings.catch_warnings(record=True) as later:
+        warnings.simplefilter("always")
+        comp.graph()
+    assert not [w for w in later if issubclass(w.category, GraphvizMissingWarning)]  # warned once
+    with pytest.raises(FileNotFoundError, match="dot is not on PATH"):
+        ModelGraph(comp.policy.networks["selection"], layout="dot")
+    panel = graph["policy_selection"]
+    assert panel.layout.engine == "plain"
+    svg = panel.to_svg()
+    rects = _node_rects(svg)
+    assert len(rects) == len(panel.data.nodes)
+    paths = [p for p in ET.fromstring(svg).iter(f"{SVG}path") if p.get("marker-end")]
+    assert len(paths) == len(panel.data.edges) == len(panel.edges)
+    for route, (src, dst) in zip(panel.layout.routes, panel.edges, strict=True):
+        a, b = panel.nodes[src], panel.nodes[dst]
+        assert route.points[0][0] == pytest.approx(a.x) and route.points[0][1] >= a.y + a.height
+        assert route.points[-1] == pytest.approx((b.x, b.y))
+    texts = _texts(svg)
+    net = comp.policy.networks["selection"]
+    for key, shape in net.tensor_shapes().items():
+        shape_text = "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+        assert key in texts or f"{key} {shape_text}" in texts  # a tensor between blocks: a caption
+    assert "masked by inventory_mask (0 = not allowed)" in texts
+    _assert_no_overlaps(panel)
+
+
+def _assert_no_overlaps(graph: ModelGraph) -> None:
+    boxes = list(graph.nodes.values())
+    for a in boxes:
+        assert a.x - a.width / 2 >= 0 and a.x + a.width / 2 <= graph.width
+        assert a.y >= 0 and a.y + a.height <= graph.height
+        for b in boxes:
+            if a is not b and a.layer == b.layer:
+                assert abs(a.x - b.x) >= (a.width + b.width) / 2, (a.id, b.id)
+    for src, dst in graph.edges:
+        assert graph.nodes[src].y < graph.nodes[dst].y
+
+
+@pytest.mark.parametrize("layout", ["auto", "plain"])
+def test_labels_with_markup_characters_are_escaped(layout: str) -> None:
+    key, name, title = 'obs <x> & "y"', 'h<1> & "2"', 'net </text> & "quotes"'
+    net = InferenceBlock(key, "out", (4,), {name: DenseBlock(key, name, (4,), hidden_units=[8]),
+                                            "out": LinearOutputBlock(name, "out", (8,), output_units=2)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphvizMissingWarning)  # dot, where installed, takes these labels
+        graph = ModelGraph(net, title=title, layout=layout)
+    assert graph.layout.engine == ("dot" if layout == "auto" and DOT else "plain")
+    dot_text = graph.to_dot()
+    assert "&lt;x&gt; &amp; &quot;y&quot;" in dot_text and "h&lt;1&gt; &amp; &quot;2&quot;" in dot_text
+    assert "<x>" not in dot_text and "</text>" not in dot_text
+    svg = graph.to_svg()
+    texts = _texts(svg)  # the document parses, and the texts read back as they were
+    assert {title, key, "DenseBlock", "(4,)"} <= set(texts) and any(name in t for t in texts)
+    meta = ET.fromstring(svg).find(f"{SVG}metadata")
+    again = ModelGraph.from_dict(json.loads(meta.text))
+    assert [n.label for n in again.data.nodes.values()] == [n.label for n in graph.data.nodes.values()]
+    assert again.title == title and again.edges == graph.edges

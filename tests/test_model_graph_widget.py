@@ -1,5 +1,6 @@
 """ModelGraphView on real runs: the graphs of a finished run directory (CartPole, structured Cutting-2D), of a live
-run, of a failed run, and from the live model where the drawings are missing; the drawings are read as data only."""
+run, of a failed run, and from the live model where the drawings are missing; of each drawing only the graph data it
+carries is read, and checked."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from run_utils import TINY
 from maze_lab.core.log_stats.writers import StatsStore
 from maze_lab.core.wrappers.gym_maze_env import GymMazeEnv
 from maze_lab.run.run_context import RunContext, RunFailedError
-from maze_lab.widgets.model_graph import ModelGraphView, live_model_graphs, read_run_graphs
+from maze_lab.widgets.model_graph import ModelGraphView, graph_from_model_graph, live_model_graphs, read_run_graphs
 
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
@@ -175,3 +176,38 @@ def test_drawings_are_read_as_bounded_data(cartpole: RunContext, tmp_path: Path)
     view = ModelGraphView(run)
     assert view.graphs == {} and "policy_0.svg" in view.header.value and "critic_0.svg" in view.header.value
     view.close()
+
+
+def test_drawings_carry_their_graph_as_checked_data(tmp_path: Path) -> None:
+    from conftest_perception import CUTTING_MASKS, cutting2d_builder, cutting2d_masked_spaces
+
+    from maze_lab.agent.composers import TemplateModelComposer
+    from maze_lab.agent.graph import composer_graphs
+
+    obs, act = cutting2d_masked_spaces()
+    comp = TemplateModelComposer(act, obs, model_builder=cutting2d_builder(), action_masks=CUTTING_MASKS,
+                                 policy={"_target_": "ProbabilisticPolicyComposer"},
+                                 critic={"_target_": "StepStateCriticComposer"})
+    graph_dir = tmp_path / "model_graphs"
+    comp.save_graphs(graph_dir)
+    graphs, problems = read_run_graphs(tmp_path)
+    assert not problems
+    for name, live in composer_graphs(comp).items():
+        drawn, expected = graphs[name], graph_from_model_graph(live, name)
+        assert _blocks(drawn) == _blocks(expected) and drawn.edges == expected.edges
+        assert [(e.key, e.shape) for e in drawn.tensors] == [(e.key, e.shape) for e in expected.tensors]
+        for nid, node in expected.nodes.items():  # the drawing's geometry, not a layout of its own
+            got = drawn.nodes[nid]
+            assert (got.x, got.y, got.width, got.height) == pytest.approx((node.x, node.y, node.width, node.height),
+                                                                          abs=0.01)
+        assert all(len(e.path) >= 2 for e in drawn.tensors)
+    assert graphs["policy_selection"].nodes["b:piece_idx"].detail == "masked by inventory_mask (0 = not allowed)"
+    # a drawing without graph data, and one whose data was tampered with, are named; the others still read
+    (graph_dir / "policy_selection.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"><g><title>x: DenseBlock, '
+                                                    '5 parameters</title><rect width="5" height="5"/></g></svg>')
+    critic = graph_dir / "critic_cutting.svg"
+    critic.write_text(critic.read_text().replace('"kind":"block"', '"kind":"os.system"', 1))
+    graphs, problems = read_run_graphs(tmp_path)
+    assert set(graphs) == {"policy_cutting", "critic_selection"}
+    assert any(p.startswith("policy_selection.svg") and "no graph data" in p for p in problems)
+    assert any(p.startswith("critic_cutting.svg") and "kind must be one of" in p for p in problems)

@@ -1,15 +1,17 @@
 """The policy and critic graphs of a run, per policy key, as a zoomable plotly figure with block details.
 
 The graphs come from the run directory (``model_graphs/*.svg``, written by the model composer when the run's model
-is built). The SVG is read as data only: a bounded read, parsed with defusedxml (no entities, no external
-references), and only the boxes, their hover titles and text lines and the edges are taken from it. Where a run
-has no drawings yet and trains in this kernel, the graphs are taken from its live model instead.
+is built). Each drawing carries its graph as data, JSON in its ``<metadata>`` (see :mod:`maze_lab.agent.graph`): the
+nodes, the edges with their tensors, the block details and the layout's geometry. That is what is read, never the
+drawing itself: a bounded read, parsed with defusedxml (no entities, no external references), the JSON checked field
+by field. Where a run has no drawings yet and trains in this kernel, the graphs are taken from its live model instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import html
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,20 +23,17 @@ MAX_GRAPH_BYTES = 4 * 1024 * 1024
 """A model drawing larger than this is not read (the drawings of real models are a few dozen kB)."""
 MAX_GRAPH_FILES = 64
 
-_BLOCK_TITLE = re.compile(r"^(?P<name>.+): (?P<type>[^,]+), (?P<params>[\d,]+) parameters$")
-_TENSOR_TITLE = re.compile(r"^tensor (?P<key>\S+) \((?P<shape>[^)]*)\)$")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
 
 @dataclass
 class GraphNode:
-    """One block or tensor of a model graph, with its box in drawing coordinates (y grows downwards)."""
+    """One input, block or output of a model graph, with its box in drawing coordinates (y grows downwards)."""
 
     id: str
-    kind: str  # "block" or "tensor"
-    name: str
-    type: str = ""  # block class name; "tensor" for tensors
-    shape: tuple[int, ...] | None = None  # tensors: shape without batch dims
+    kind: str  # "input", "block" or "output"
+    name: str  # block name or tensor key
+    type: str = ""  # block class name; "tensor" for inputs and outputs
+    shape: tuple[int, ...] | None = None  # inputs and outputs: shape without batch dims
+    out_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # blocks: the tensors they write
     params: int = 0
     detail: str = ""
     x: float = 0.0  # centre
@@ -43,6 +42,23 @@ class GraphNode:
     height: float = 0.0
     inputs: list[str] = field(default_factory=list)  # ids of the nodes with an edge into this one
     outputs: list[str] = field(default_factory=list)
+
+    @property
+    def is_tensor(self) -> bool:
+        """An input or output of the network (not a block)."""
+        return self.kind != "block"
+
+
+@dataclass
+class GraphEdge:
+    """One tensor read: from its writer to its reader, drawn along ``path``; its label centred on ``label_at``."""
+
+    source: str
+    target: str
+    key: str
+    shape: tuple[int, ...] | None
+    path: list[tuple[float, float]] = field(default_factory=list)
+    label_at: tuple[float, float] | None = None
 
 
 @dataclass
@@ -54,10 +70,11 @@ class GraphData:
     nodes: dict[str, GraphNode]
     edges: list[tuple[str, str]]
     total_params: int = 0
+    tensors: list[GraphEdge] = field(default_factory=list)  # the edges with their tensors and paths
 
     @property
     def blocks(self) -> list[GraphNode]:
-        """The blocks in drawing order."""
+        """The blocks in execution order."""
         return [n for n in self.nodes.values() if n.kind == "block"]
 
     @property
@@ -72,29 +89,35 @@ class GraphData:
 
     def output_shapes(self, block: GraphNode) -> dict[str, tuple[int, ...] | None]:
         """The tensors a block writes, with their shapes."""
-        return {self.nodes[o].name: self.nodes[o].shape for o in block.outputs if self.nodes[o].kind == "tensor"}
+        return dict(block.out_shapes)
 
     def input_tensors(self) -> dict[str, tuple[int, ...] | None]:
-        """The graph's inputs (tensors nothing writes): the observations the network reads."""
-        return {n.name: n.shape for n in self.nodes.values() if n.kind == "tensor" and not n.inputs}
+        """The graph's inputs: the observations the network reads."""
+        return {n.name: n.shape for n in self.nodes.values() if n.kind == "input"}
 
     def output_tensors(self) -> dict[str, tuple[int, ...] | None]:
-        """The graph's outputs (tensors nothing reads): action logits / distribution parameters, values."""
-        return {n.name: n.shape for n in self.nodes.values() if n.kind == "tensor" and not n.outputs and n.inputs}
+        """The graph's outputs: action logits / distribution parameters, values."""
+        return {n.name: n.shape for n in self.nodes.values() if n.kind == "output"}
 
     def describe(self, node: GraphNode) -> str:
         """One block's or tensor's details as a few lines of text."""
-        if node.kind == "tensor":
+        if node.is_tensor:
             writers = ", ".join(self.nodes[i].name for i in node.inputs) or "- (graph input)"
             readers = ", ".join(self.nodes[o].name for o in node.outputs) or "- (graph output)"
-            return f"tensor {node.name}\nshape {_fmt_shape(node.shape)}\nwritten by {writers}\nread by {readers}"
+            return (f"{node.kind} tensor {node.name}\nshape {_fmt_shape(node.shape)}\nwritten by {writers}\n"
+                    f"read by {readers}")
         outs = ", ".join(f"{k} {_fmt_shape(s)}" for k, s in self.output_shapes(node).items()) or "-"
-        ins = ", ".join(f"{self.nodes[i].name} {_fmt_shape(self.nodes[i].shape)}" for i in node.inputs) or "-"
+        ins = ", ".join(f"{e.key} {_fmt_shape(e.shape)}" for e in self.tensors if e.target == node.id) or "-"
         share = f" ({100 * node.params / self.total_params:.1f}% of {self.total_params:,})" if self.total_params else ""
         lines = [f"{node.name}: {node.type}", f"output {outs}", f"input {ins}", f"parameters {node.params:,}{share}"]
         if node.detail:
             lines.append(node.detail)
         return "\n".join(lines)
+
+    def describe_tensor(self, edge: GraphEdge) -> str:
+        """One tensor between nodes: key, shape, writer and reader."""
+        return (f"tensor {edge.key}\nshape {_fmt_shape(edge.shape)}\nwritten by {self.nodes[edge.source].name}\n"
+                f"read by {self.nodes[edge.target].name}")
 
 
 def _fmt_shape(shape: tuple[int, ...] | None) -> str:
@@ -103,118 +126,46 @@ def _fmt_shape(shape: tuple[int, ...] | None) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def _parse_shape(text: str) -> tuple[int, ...] | None:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    try:
-        return tuple(int(p) for p in parts)
-    except ValueError:
-        return None
-
-
 # ---- reading graphs ------------------------------------------------------------------------------------------------
 def parse_graph_svg(text: str, name: str) -> GraphData:
-    """The graph in a drawing written by :class:`maze_lab.agent.graph.ModelGraph` (data only).
+    """The graph data in a drawing written by :class:`maze_lab.agent.graph.ModelGraph` (read as data only).
 
     :param text: the SVG document.
     :param name: the graph's name (file stem), e.g. ``policy_0``.
     """
     from defusedxml import ElementTree
 
+    from maze_lab.agent.graph import METADATA_ID, ModelGraph
+
     root = ElementTree.fromstring(text, forbid_dtd=True)
-    ns = "{http://www.w3.org/2000/svg}"
-
-    def local(tag: str) -> str:
-        return tag[len(ns):] if tag.startswith(ns) else tag
-
-    title = name
-    nodes: dict[str, GraphNode] = {}
-    paths: list[tuple[float, float, float, float]] = []
-    for child in root:
-        tag = local(child.tag)
-        if tag == "text" and title == name and (child.get("font-weight") == "bold"):
-            title = (child.text or name).strip()
-        elif tag == "path" and child.get("marker-end"):
-            numbers = [float(v) for v in _NUMBER.findall(child.get("d") or "")]
-            if len(numbers) >= 4:
-                paths.append((numbers[0], numbers[1], numbers[-2], numbers[-1]))
-        elif tag == "g":
-            node = _parse_node(child, local, len(nodes))
-            if node is not None:
-                nodes[node.id] = node
-    edges: list[tuple[str, str]] = []
-    for x0, y0, x1, y1 in paths:
-        # an edge leaves the bottom of its source box and ends 2 units above the top of its target box
-        src = _node_at(nodes, x0, y0, bottom=True)
-        dst = _node_at(nodes, x1, y1 + 2.0, bottom=False)
-        if src is not None and dst is not None:
-            edges.append((src.id, dst.id))
-            src.outputs.append(dst.id)
-            dst.inputs.append(src.id)
-    total = sum(n.params for n in nodes.values() if n.kind == "block")
-    return GraphData(name=name, title=title, nodes=nodes, edges=edges, total_params=total)
-
-
-def _parse_node(group: Any, local: Any, index: int) -> GraphNode | None:
-    title_el = next((c for c in group if local(c.tag) == "title"), None)
-    rect = next((c for c in group if local(c.tag) == "rect"), None)
-    if title_el is None or rect is None:
-        return None
-    label = html.unescape((title_el.text or "").strip())
-    texts = [(t.text or "").strip() for t in group if local(t.tag) == "text"]
-    try:
-        x, y = float(rect.get("x", 0)), float(rect.get("y", 0))
-        width, height = float(rect.get("width", 0)), float(rect.get("height", 0))
-    except ValueError:
-        return None
-    geometry = {"x": x + width / 2, "y": y, "width": width, "height": height}
-    tensor = _TENSOR_TITLE.match(label)
-    if tensor:
-        return GraphNode(id=f"t:{tensor['key']}", kind="tensor", name=tensor["key"], type="tensor",
-                         shape=_parse_shape(tensor["shape"]), **geometry)
-    block = _BLOCK_TITLE.match(label)
-    if block:
-        # text lines: [name,] type, [detail,] "N params (x%)" / "no params"
-        rest = [t for t in texts if t not in (block["name"], block["type"])]
-        detail = " · ".join(t for t in rest if "params" not in t)
-        return GraphNode(id=f"b:{block['name']}", kind="block", name=block["name"], type=block["type"],
-                         params=int(block["params"].replace(",", "")), detail=detail, **geometry)
-    return GraphNode(id=f"n:{index}", kind="block", name=label or f"node {index}", type=label, **geometry)
-
-
-def _node_at(nodes: dict[str, GraphNode], x: float, y: float, bottom: bool) -> GraphNode | None:
-    best, best_d = None, 3.0
-    for n in nodes.values():
-        if not (n.x - n.width / 2 - 1.0 <= x <= n.x + n.width / 2 + 1.0):
-            continue
-        d = abs((n.y + n.height if bottom else n.y) - y)
-        if d < best_d:
-            best, best_d = n, d
-    return best
+    meta = next((el for el in root.iter("{http://www.w3.org/2000/svg}metadata") if el.get("id") == METADATA_ID),
+                None)
+    if meta is None:
+        raise ValueError("no graph data in this drawing (drawn by a maze-lab older than its graph data)")
+    return graph_from_model_graph(ModelGraph.from_dict(json.loads(meta.text or "")), name)
 
 
 def graph_from_model_graph(graph: Any, name: str) -> GraphData:
-    """The data of a live :class:`maze_lab.agent.graph.ModelGraph` (same layout as its drawing)."""
+    """The view's graph of a :class:`maze_lab.agent.graph.ModelGraph` (its data and its layout's geometry)."""
     nodes: dict[str, GraphNode] = {}
-    for nid, n in graph.nodes.items():
-        if n.kind == "dummy":
-            continue
-        if n.kind == "tensor":
-            m = _TENSOR_TITLE.match(n.title)
-            nodes[nid] = GraphNode(id=nid, kind="tensor", name=nid[2:], type="tensor",
-                                   shape=_parse_shape(m["shape"]) if m else None, x=n.x, y=n.y, width=n.width,
-                                   height=n.height)
-        else:
-            m = _BLOCK_TITLE.match(n.title)
-            name_, type_ = nid[2:], (m["type"] if m else n.lines[0][0])
-            params = int(m["params"].replace(",", "")) if m else 0
-            rest = [t for t, *_ in n.lines if t not in (name_, type_) and "params" not in t]
-            nodes[nid] = GraphNode(id=nid, kind="block", name=name_, type=type_, params=params,
-                                   detail=" · ".join(rest), x=n.x, y=n.y, width=n.width, height=n.height)
-    edges = [(a, b) for a, b in graph.edges if a in nodes and b in nodes]
-    for a, b in edges:
-        nodes[a].outputs.append(b)
-        nodes[b].inputs.append(a)
-    return GraphData(name=name, title=graph.title, nodes=nodes, edges=edges, total_params=graph.total_params)
+    for nid, n in graph.data.nodes.items():
+        box = graph.layout.boxes.get(nid)
+        geometry = {"x": box.x, "y": box.y, "width": box.width, "height": box.height} if box is not None else {}
+        nodes[nid] = GraphNode(id=nid, kind=n.kind, name=n.label, type=n.block_type or "tensor", shape=n.shape,
+                               out_shapes=dict(n.out_shapes), params=n.params, detail=n.details, **geometry)
+    pending: dict[tuple[str, str], list[Any]] = {}  # the routes of each pair of nodes, in the edges' order
+    for route in graph.layout.routes:
+        pending.setdefault((route.source, route.target), []).append(route)
+    tensors = []
+    for e in graph.data.edges:
+        queue = pending.get((e.source, e.target))
+        route = queue.pop(0) if queue else None
+        tensors.append(GraphEdge(e.source, e.target, e.key, e.shape, route.polyline() if route else [],
+                                 route.label_at if route else None))
+        nodes[e.source].outputs.append(e.target)
+        nodes[e.target].inputs.append(e.source)
+    return GraphData(name=name, title=graph.title, nodes=nodes, edges=[(e.source, e.target) for e in tensors],
+                     total_params=graph.total_params, tensors=tensors)
 
 
 def read_run_graphs(run_dir: str | Path, max_bytes: int = MAX_GRAPH_BYTES) -> tuple[dict[str, GraphData], list[str]]:
@@ -327,6 +278,8 @@ class ModelGraphView(PollingView):
         self.figure.add_scatter(x=[], y=[], mode="markers+text", name="nodes", hoverinfo="text", text=[],
                                 hovertext=[], textfont={"size": 11},
                                 marker={"symbol": "square", "size": 1, "opacity": 0.01})
+        self.figure.add_scatter(x=[], y=[], mode="text", name="tensors", hoverinfo="text", text=[], hovertext=[],
+                                textfont={"size": 10, "family": "DejaVu Sans Mono, monospace", "color": "#1f2937"})
         self.figure.data[1].on_click(self._on_click)
         self.key_select.observe(lambda _: self._select(), names="value")
         self.role_select.observe(lambda _: self._select(), names="value")
@@ -442,19 +395,23 @@ class ModelGraphView(PollingView):
         with fig.batch_update():
             if g is None:
                 fig.data[0].x, fig.data[0].y = [], []
-                fig.data[1].x, fig.data[1].y, fig.data[1].text, fig.data[1].hovertext = [], [], [], []
+                for trace in fig.data[1:]:
+                    trace.x, trace.y, trace.text, trace.hovertext = [], [], [], []
                 fig.layout.shapes = []
                 fig.layout.title.text = "no model graph" if not self.graphs else "no graph for this selection"
                 self._node_ids = []
-            if g is None:
                 return
             ex: list[float | None] = []
             ey: list[float | None] = []
-            for a, b in g.edges:
-                na, nb = g.nodes[a], g.nodes[b]
-                ex += [na.x, na.x, nb.x, nb.x, None]
-                ey += [na.y + na.height, (na.y + na.height + nb.y) / 2, (na.y + na.height + nb.y) / 2, nb.y, None]
+            for e in g.tensors:  # along the layout's routes
+                ex += [x for x, _ in e.path] + [None]
+                ey += [y for _, y in e.path] + [None]
             fig.data[0].x, fig.data[0].y = ex, ey
+            labelled = [e for e in g.tensors if e.label_at is not None]
+            fig.data[2].x = [e.label_at[0] for e in labelled]
+            fig.data[2].y = [e.label_at[1] for e in labelled]
+            fig.data[2].text = [f"{html.escape(e.key)}<br>{_fmt_shape(e.shape)}" for e in labelled]
+            fig.data[2].hovertext = [g.describe_tensor(e).replace("\n", "<br>") for e in labelled]
             nodes = list(g.nodes.values())
             self._node_ids = [n.id for n in nodes]
             fig.data[1].x = [n.x for n in nodes]
@@ -465,7 +422,8 @@ class ModelGraphView(PollingView):
             blocks = f"{len(g.blocks)} block" + ("s" if len(g.blocks) != 1 else "")
             fig.layout.title.text = (f"{html.escape(g.title)} — {g.total_params:,} parameters, {blocks}"
                                      f"  <span style='font-size:11px;color:#6b7280'>(blue: blocks, shade = share "
-                                     f"of parameters; red: tensors with shape)</span>")
+                                     f"of parameters; red: inputs and outputs; labels on edges: tensors between "
+                                     f"blocks)</span>")
             height = max((n.y + n.height for n in nodes), default=100.0)
             fig.layout.height = int(min(900, max(360, height * 1.15 + 80)))
             fig.layout.xaxis.range = None
@@ -474,16 +432,16 @@ class ModelGraphView(PollingView):
 
     @staticmethod
     def _label(g: GraphData, n: GraphNode) -> str:
-        if n.kind == "tensor":
+        if n.is_tensor:
             return f"<b>{html.escape(n.name)}</b><br>{_fmt_shape(n.shape)}"
-        head = html.escape(n.type) if n.name in (n.type, *[g.nodes[o].name for o in n.outputs]) else \
+        head = html.escape(n.type) if n.name in (n.type, *n.out_shapes) else \
             f"{html.escape(n.name)}<br><b>{html.escape(n.type)}</b>"
         return f"{head}<br>{n.params:,} params"
 
     @staticmethod
     def _box(g: GraphData, n: GraphNode) -> dict[str, Any]:
-        if n.kind == "tensor":
-            fill, line = "#fde4e1", "#c9453b"
+        if n.is_tensor:
+            fill, line = "#f9c8c2", "#c9453b"
         else:
             share = n.params / g.total_params if g.total_params else 0.0
             light, dark = (234, 242, 251), (120, 160, 215)

@@ -1,18 +1,31 @@
-"""Model graphs: blocks and tensors of an inference graph, laid out and drawn as SVG by this module alone.
+"""Model graphs: the blocks and tensors of an inference graph as data, laid out by Graphviz and drawn as SVG.
 
-Blocks are blue boxes whose shade shows their share of the model's parameters; tensors are red boxes with their
-shape (without batch dims). The layout is a layered (Sugiyama-style) drawing: longest-path layering, dummy
-nodes on long edges, barycenter ordering and least-squares placement of nodes within their layers.
+:class:`GraphData` is the graph as data: input, block and output nodes (label, block type, shapes, parameter count,
+details) and edges that carry a tensor (its key and shape). Graphviz's ``dot`` lays it out where the ``dot`` program
+is installed (Debian: ``apt-get install graphviz``, which ``scripts/setup.sh`` does): that is the good layout, ranked
+top to bottom with few crossings, edges routed round the boxes and their tensor labels placed beside them. Where
+``dot`` is missing, a plain fallback stacks the nodes in rows by depth with straight edges and sets all text in a
+monospace font (whose widths are known), and a warning says so once. Either way the SVG is drawn from the layout's
+positions; each drawing of one network carries its data as JSON in its ``<metadata>``, which the model-graph widget
+reads instead of the drawing.
+
+Blocks are blue boxes whose shade shows their share of the model's parameters; the network's input and output tensors
+are red boxes with their shape (without batch dims); the tensors between blocks label the edges.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import math
+import shutil
+import subprocess
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape, quoteattr
 
 import torch
 from torch import nn
@@ -21,40 +34,201 @@ from maze_lab.perception.blocks import InferenceBlock, PerceptionBlock, ShapeNor
 
 FONT = "DejaVu Sans, Verdana, Arial, Helvetica, sans-serif"
 MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
-FONT_SIZE = 12.0
-SMALL = 10.5
-LINE = 15.0
-PAD_X = 12.0
-PAD_Y = 8.0
-LAYER_GAP = 34.0
+DOT_FONT = "DejaVu Sans"
+DOT_MONO = "DejaVu Sans Mono"
+MONO_ADVANCE = 0.602
+"""Advance width of every glyph of DejaVu Sans Mono in em: the fallback layout and the legend, set in it, know their
+text widths exactly."""
+FONT_SIZE = 12
+SMALL = 10
+TITLE_SIZE = 15
+LINE = 14.0
+PAD_X = 10.0
+PAD_Y = 7.0
+ROW_GAP = 30.0
 NODE_GAP = 22.0
-DUMMY_WIDTH = 6.0
-MARGIN = 20.0
+MARGIN = 16.0
+LEGEND_HEIGHT = 34.0
+DOT_TIMEOUT_S = 30.0
+"""Longest wait for ``dot``; past it the plain layout is used."""
 
 BLOCK_LIGHT = (234, 242, 251)
 BLOCK_DARK = (31, 78, 153)
 BLOCK_STROKE = "#2b5797"
-TENSOR_FILL = "#fde4e1"
+TENSOR_FILL = "#f9c8c2"
 TENSOR_STROKE = "#c9453b"
-TENSOR_IO_FILL = "#f9c8c2"
 EDGE = "#6b7280"
 TEXT = "#1f2937"
 SUBTLE = "#4b5563"
 
+METADATA_ID = "maze-lab-model-graph"
+FORMAT = "maze-lab model graph"
+FORMAT_VERSION = 1
+MAX_NODES = 10_000
+"""A graph read back from a dict with more nodes (or edges) than this is refused."""
+
+Shape = tuple[int, ...]
+
 _svg_ids = itertools.count()
+_dot_warned = False
 
 
-def _text_width(text: str, size: float, mono: bool = False, bold: bool = False) -> float:
-    """Approximate rendered width of a text line (DejaVu metrics: wide sans, 0.6em mono)."""
-    if mono:
-        return 0.602 * size * len(text)
-    wide = sum(1 for c in text if c in "mwMW@%")
-    narrow = sum(1 for c in text if c in "iljtfr.,:;'|!()[] ")
-    per = 0.67 if bold else 0.61
-    return size * (per * (len(text) - wide - narrow) + 0.9 * wide + 0.36 * narrow)
+class GraphvizMissingWarning(UserWarning):
+    """Graphviz's ``dot`` is not installed (or failed): model graphs get the plain fallback layout."""
 
 
-def _fmt_shape(shape: Sequence[int]) -> str:
+# ---- the graph as data -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GraphNode:
+    """One node: an input tensor, a block or an output tensor of the network.
+
+    :param kind: ``input``, ``block`` or ``output``.
+    :param label: the block's name, or the tensor's key.
+    :param block_type: the block's class name (empty for tensors).
+    :param in_shapes: the tensors a block reads, by key.
+    :param out_shapes: the tensors a block writes, by key; for an input or output, its tensor.
+    :param details: a short description of the block's configuration.
+    """
+
+    id: str
+    kind: str
+    label: str
+    block_type: str = ""
+    in_shapes: dict[str, Shape] = field(default_factory=dict)
+    out_shapes: dict[str, Shape] = field(default_factory=dict)
+    params: int = 0
+    details: str = ""
+
+    @property
+    def shape(self) -> Shape | None:
+        """The tensor's shape (inputs and outputs; None for blocks)."""
+        return next(iter(self.out_shapes.values()), None) if self.kind != "block" else None
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    """A tensor from the node that writes it (or the input) to a node that reads it."""
+
+    source: str
+    target: str
+    key: str
+    shape: Shape | None
+
+
+@dataclass
+class GraphData:
+    """A network's graph: nodes by id in execution order (inputs first, outputs last), and its edges."""
+
+    title: str
+    nodes: dict[str, GraphNode]
+    edges: list[GraphEdge]
+    total_params: int = 0
+
+    @classmethod
+    def from_network(cls, net: nn.Module, title: str | None = None,
+                     input_shapes: Mapping[str, Sequence[int]] | None = None) -> GraphData:
+        """The graph of an InferenceBlock, a PerceptionBlock or an nn.Module (see :class:`ModelGraph`)."""
+        graph = cls(title=title or type(net).__name__, nodes={}, edges=[],
+                    total_params=sum(p.numel() for p in net.parameters()))
+        inference = find_inference_block(net)
+        if inference is not None:
+            graph._add_inference_block(inference)
+        elif isinstance(net, PerceptionBlock):
+            graph._add_single_block(net, dict(zip(net.in_keys, net.in_shapes, strict=True)), net.out_shapes_dict())
+        else:
+            outputs = _infer_outputs(net, input_shapes) if input_shapes else {}
+            graph._add_single_block(net, dict(input_shapes or {}), outputs)
+        return graph
+
+    def _add_block(self, name: str, block: nn.Module, ins: Mapping[str, Any], outs: Mapping[str, Any]) -> str:
+        node = GraphNode(f"b:{name}", "block", name, type(block).__name__, _shapes(ins), _shapes(outs),
+                         sum(p.numel() for p in block.parameters()), _block_detail(block))
+        self.nodes[node.id] = node
+        return node.id
+
+    def _add_tensor(self, kind: str, key: str, shape: Sequence[int] | None) -> str:
+        node = GraphNode(f"{'in' if kind == 'input' else 'out'}:{key}", kind, key,
+                         out_shapes=_shapes({key: shape}) if shape is not None else {})
+        self.nodes[node.id] = node
+        return node.id
+
+    def _add_inference_block(self, net: InferenceBlock) -> None:
+        shapes = net.tensor_shapes()
+        writer = {key: self._add_tensor("input", key, shapes[key]) for key in net.in_keys}
+        for names in net.execution_plan.values():
+            for name in names:
+                block = net.perception_dict[name]
+                nid = self._add_block(name, block, {k: shapes[k] for k in block.in_keys},
+                                      {k: shapes[k] for k in block.out_keys})
+                for key in block.in_keys:
+                    if key in writer:
+                        self.edges.append(GraphEdge(writer[key], nid, key, _shape(shapes.get(key))))
+                writer.update({key: nid for key in block.out_keys})
+        for key in net.out_keys:
+            nid = self._add_tensor("output", key, shapes[key])
+            if key in writer:
+                self.edges.append(GraphEdge(writer[key], nid, key, _shape(shapes[key])))
+
+    def _add_single_block(self, block: nn.Module, inputs: Mapping[str, Sequence[int]],
+                          outputs: Mapping[str, Sequence[int]]) -> None:
+        ins = [self._add_tensor("input", key, shape) for key, shape in inputs.items()]
+        nid = self._add_block(type(block).__name__, block, inputs, outputs)
+        for src, (key, shape) in zip(ins, inputs.items(), strict=True):
+            self.edges.append(GraphEdge(src, nid, key, _shape(shape)))
+        for key, shape in outputs.items():
+            self.edges.append(GraphEdge(nid, self._add_tensor("output", key, shape), key, _shape(shape)))
+
+    @property
+    def blocks(self) -> list[GraphNode]:
+        """The blocks in execution order."""
+        return [n for n in self.nodes.values() if n.kind == "block"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data."""
+        return {"title": self.title, "total_params": self.total_params,
+                "nodes": [{"id": n.id, "kind": n.kind, "label": n.label, "block_type": n.block_type,
+                           "in_shapes": {k: list(s) for k, s in n.in_shapes.items()},
+                           "out_shapes": {k: list(s) for k, s in n.out_shapes.items()},
+                           "params": n.params, "details": n.details} for n in self.nodes.values()],
+                "edges": [{"source": e.source, "target": e.target, "key": e.key,
+                           "shape": None if e.shape is None else list(e.shape)} for e in self.edges]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GraphData:
+        """The graph of :meth:`to_dict`'s data, checked field by field (a ValueError names what is wrong)."""
+        d = _Check(data, "graph")
+        nodes: dict[str, GraphNode] = {}
+        for i, item in enumerate(d.items("nodes", MAX_NODES)):
+            n = _Check(item, f"graph.nodes[{i}]")
+            node = GraphNode(n.text("id"), n.choice("kind", ("input", "block", "output")), n.text("label"),
+                             n.text("block_type"), n.shapes("in_shapes"), n.shapes("out_shapes"), n.integer("params"),
+                             n.text("details"))
+            nodes[node.id] = node
+        edges = []
+        for i, item in enumerate(d.items("edges", MAX_NODES)):
+            e = _Check(item, f"graph.edges[{i}]")
+            edge = GraphEdge(e.text("source"), e.text("target"), e.text("key"), e.shape("shape", optional=True))
+            if edge.source not in nodes or edge.target not in nodes:
+                raise ValueError(f"graph.edges[{i}] joins {edge.source!r} and {edge.target!r}, not both nodes")
+            edges.append(edge)
+        return cls(d.text("title"), nodes, edges, d.integer("total_params"))
+
+    def to_dot(self) -> str:
+        """The graph in Graphviz's DOT language, nodes named ``n0, n1, ...`` in order, labels as HTML-like labels."""
+        return _to_dot(self, {nid: f"n{i}" for i, nid in enumerate(self.nodes)})
+
+
+def _shape(shape: Sequence[int] | None) -> Shape | None:
+    return None if shape is None else tuple(int(d) for d in shape)
+
+
+def _shapes(shapes: Mapping[str, Sequence[int] | None]) -> dict[str, Shape]:
+    return {k: tuple(int(d) for d in s) for k, s in shapes.items() if s is not None}
+
+
+def _fmt_shape(shape: Sequence[int] | None) -> str:
+    if shape is None:
+        return "(?)"
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
@@ -86,365 +260,596 @@ def _block_detail(block: nn.Module) -> str:
     return ""
 
 
-@dataclass
-class _Node:
-    id: str
-    kind: str  # "block", "tensor" or "dummy"
-    lines: list[tuple[str, float, bool, bool, str]] = field(default_factory=list)  # text, size, bold, mono, color
-    fill: str = "#ffffff"
-    stroke: str = "#000000"
-    width: float = DUMMY_WIDTH
-    height: float = 0.0
-    layer: int = 0
-    order: float = 0.0
-    x: float = 0.0  # center
-    y: float = 0.0  # top
-    title: str = ""
+class _Check:
+    """Typed access to one dict of untrusted data; every mismatch is a ValueError naming the field."""
 
-    def fit(self) -> None:
-        """Size the box to its text."""
-        if self.kind == "dummy":
-            return
-        self.width = max(_text_width(t, s, m, b) for t, s, b, m, _ in self.lines) + 2 * PAD_X
-        self.height = LINE * len(self.lines) + 2 * PAD_Y - 2
+    def __init__(self, data: Any, where: str):
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a JSON object, not {type(data).__name__}")
+        self.data, self.where = data, where
+
+    def _get(self, key: str, types: type | tuple[type, ...], what: str) -> Any:
+        value = self.data.get(key)
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise ValueError(f"{self.where}.{key} must be {what}, not {value!r:.60}")
+        return value
+
+    def text(self, key: str) -> str:
+        return self._get(key, str, "a string")
+
+    def integer(self, key: str) -> int:
+        return self._get(key, int, "an integer")
+
+    def number(self, key: str) -> float:
+        value = float(self._get(key, (int, float), "a number"))
+        if not math.isfinite(value):
+            raise ValueError(f"{self.where}.{key} must be a finite number, not {value}")
+        return value
+
+    def choice(self, key: str, options: tuple[str, ...]) -> str:
+        value = self.text(key)
+        if value not in options:
+            raise ValueError(f"{self.where}.{key} must be one of {list(options)}, not {value!r}")
+        return value
+
+    def items(self, key: str, limit: int) -> list:
+        value = self._get(key, list, "a list")
+        if len(value) > limit:
+            raise ValueError(f"{self.where}.{key} has {len(value):,} items, more than {limit:,}")
+        return value
+
+    def shape(self, key: str, optional: bool = False) -> Shape | None:
+        value = self.data.get(key)
+        if value is None and optional:
+            return None
+        if not isinstance(value, list) or len(value) > 16 or not all(
+                isinstance(d, int) and not isinstance(d, bool) for d in value):
+            raise ValueError(f"{self.where}.{key} must be a list of at most 16 integers, not {value!r:.60}")
+        return tuple(value)
+
+    def shapes(self, key: str) -> dict[str, Shape]:
+        value = self._get(key, dict, "an object of shapes")
+        return {k: _Check({"s": v}, f"{self.where}.{key}[{k!r}]").shape("s") for k, v in value.items()
+                if isinstance(k, str)}
+
+    def point(self, value: Any, where: str) -> tuple[float, float]:
+        if not isinstance(value, list) or len(value) != 2:
+            raise ValueError(f"{self.where}.{where} must be a point [x, y], not {value!r:.60}")
+        c = _Check({"x": value[0], "y": value[1]}, f"{self.where}.{where}")
+        return c.number("x"), c.number("y")
+
+
+# ---- the layout ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Text:
+    """One line of text, placed: ``x`` where ``anchor`` says, ``y`` its baseline."""
+
+    x: float
+    y: float
+    text: str
+    size: float = FONT_SIZE
+    bold: bool = False
+    mono: bool = False
+    color: str = TEXT
+    anchor: str = "middle"  # start, middle or end
+
+
+@dataclass
+class Box:
+    """A node as laid out: ``x`` its centre, ``y`` its top (y grows downwards)."""
+
+    id: str
+    kind: str  # input, block or output
+    x: float
+    y: float
+    width: float
+    height: float
+    layer: int = 0  # the row (rank) it sits in, from the top
+    fill: str = "#ffffff"
+    stroke: str = BLOCK_STROKE
+    title: str = ""  # tooltip
+    texts: list[Text] = field(default_factory=list)
+
+
+@dataclass
+class Route:
+    """An edge as laid out: a cubic Bézier path (``points``: start, then three points per segment), the arrow's tip,
+    the point its label is centred on and the label's lines."""
+
+    source: str
+    target: str
+    points: list[tuple[float, float]]
+    tip: tuple[float, float] | None = None
+    label_at: tuple[float, float] | None = None
+    label: list[Text] = field(default_factory=list)
+
+    def polyline(self, per_segment: int = 8) -> list[tuple[float, float]]:
+        """The path as a polyline (each Bézier segment sampled ``per_segment`` times), ending at the tip."""
+        pts = self.points
+        out = [pts[0]] if pts else []
+        for i in range(0, len(pts) - 3, 3):
+            (x0, y0), (x1, y1), (x2, y2), (x3, y3) = pts[i:i + 4]
+            for k in range(1, per_segment + 1):
+                t = k / per_segment
+                a, b, c, d = (1 - t) ** 3, 3 * t * (1 - t) ** 2, 3 * t * t * (1 - t), t ** 3
+                out.append((a * x0 + b * x1 + c * x2 + d * x3, a * y0 + b * y1 + c * y2 + d * y3))
+        if self.tip is not None:
+            out.append(self.tip)
+        return out
+
+
+@dataclass
+class Layout:
+    """Where everything goes, in drawing coordinates: the header's lines, the boxes, the edges."""
+
+    engine: str  # "dot" or "plain"
+    width: float
+    height: float
+    boxes: dict[str, Box]
+    routes: list[Route]
+    header: list[Text] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The geometry as plain JSON-able data (without the text lines)."""
+        r = _round
+        return {"engine": self.engine, "width": r(self.width), "height": r(self.height),
+                "boxes": [{"id": b.id, "x": r(b.x), "y": r(b.y), "width": r(b.width), "height": r(b.height),
+                           "layer": b.layer} for b in self.boxes.values()],
+                "routes": [{"source": e.source, "target": e.target, "points": [[r(x), r(y)] for x, y in e.points],
+                            "tip": None if e.tip is None else [r(e.tip[0]), r(e.tip[1])],
+                            "label_at": None if e.label_at is None else [r(e.label_at[0]), r(e.label_at[1])]}
+                           for e in self.routes]}
+
+    @classmethod
+    def from_dict(cls, data: Any, graph: GraphData) -> Layout:
+        """The geometry of :meth:`to_dict`'s data for ``graph`` (checked; a ValueError names what is wrong)."""
+        d = _Check(data, "layout")
+        boxes: dict[str, Box] = {}
+        for i, item in enumerate(d.items("boxes", MAX_NODES)):
+            b = _Check(item, f"layout.boxes[{i}]")
+            nid = b.text("id")
+            if nid not in graph.nodes:
+                raise ValueError(f"layout.boxes[{i}] is {nid!r}, not a node of the graph")
+            _, fill, stroke, title = _style(graph.nodes[nid], graph)
+            boxes[nid] = Box(nid, graph.nodes[nid].kind, b.number("x"), b.number("y"), b.number("width"),
+                             b.number("height"), b.integer("layer"), fill, stroke, title)
+        routes = []
+        for i, item in enumerate(d.items("routes", MAX_NODES)):
+            e = _Check(item, f"layout.routes[{i}]")
+            points = [e.point(p, f"points[{j}]") for j, p in enumerate(e.items("points", 4 * MAX_NODES))]
+            if not points or (len(points) - 1) % 3:
+                raise ValueError(f"layout.routes[{i}].points must hold 3n+1 points, not {len(points)}")
+            tip = e.point(e.data["tip"], "tip") if e.data.get("tip") is not None else None
+            at = e.point(e.data["label_at"], "label_at") if e.data.get("label_at") is not None else None
+            routes.append(Route(e.text("source"), e.text("target"), points, tip, at))
+        return cls(d.choice("engine", ("dot", "plain")), d.number("width"), d.number("height"), boxes, routes)
+
+
+def _round(v: float) -> float:
+    return round(float(v), 2)
+
+
+@dataclass(frozen=True)
+class _Line:
+    text: str
+    size: float = SMALL
+    bold: bool = False
+    mono: bool = False
+    color: str = SUBTLE
+
+
+def _shade(share: float) -> str:
+    rgb = [round(lo + (hi - lo) * share) for lo, hi in zip(BLOCK_LIGHT, BLOCK_DARK, strict=True)]
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+def _style(node: GraphNode, graph: GraphData) -> tuple[list[_Line], str, str, str]:
+    """A node's text lines, fill, stroke and tooltip."""
+    if node.kind != "block":
+        lines = [_Line(node.label, FONT_SIZE, bold=True, color=TEXT)]
+        if node.shape is not None:
+            lines.append(_Line(_fmt_shape(node.shape), mono=True))
+        return lines, TENSOR_FILL, TENSOR_STROKE, f"{node.kind} {node.label} {_fmt_shape(node.shape)}"
+    share = node.params / graph.total_params if graph.total_params else 0.0
+    dark = share > 0.42
+    fg, sub = ("#ffffff", "#e5edf8") if dark else (TEXT, SUBTLE)
+    lines = [_Line(node.block_type, FONT_SIZE, bold=True, color=fg)]
+    if node.label != node.block_type and node.label not in node.out_shapes:
+        lines.insert(0, _Line(node.label, mono=True, color=sub))
+    if node.details:
+        lines.append(_Line(node.details, color=sub))
+    used = {e.key for e in graph.edges if e.source == node.id}
+    lines += [_Line(f"{key} {_fmt_shape(s)} (not read)", mono=True, color=sub) for key, s in node.out_shapes.items()
+              if key not in used]
+    lines.append(_Line(f"{node.params:,} params ({100 * share:.1f}%)" if node.params else "no params", color=sub))
+    title = f"{node.label}: {node.block_type}, {node.params:,} parameters"
+    return lines, _shade(share), BLOCK_STROKE, title
+
+
+def _edge_lines(edge: GraphEdge, graph: GraphData) -> list[_Line]:
+    """An edge between two blocks is labelled with its tensor (inputs and outputs show theirs in their box)."""
+    if graph.nodes[edge.source].kind != "block" or graph.nodes[edge.target].kind != "block":
+        return []
+    return [_Line(edge.key, mono=True, color=TEXT), _Line(_fmt_shape(edge.shape), mono=True)]
+
+
+def _header_lines(graph: GraphData) -> list[_Line]:
+    n_blocks = len(graph.blocks)
+    return [_Line(graph.title, TITLE_SIZE, bold=True, color=TEXT),
+            _Line(f"{graph.total_params:,} parameters · {n_blocks} block{'s' if n_blocks != 1 else ''}")]
+
+
+def lay_out(graph: GraphData, engine: str = "auto") -> Layout:
+    """Lay ``graph`` out with Graphviz's ``dot`` (``engine="auto"`` where it is installed, else the plain fallback
+    with a warning once; ``"dot"`` raises where it cannot run; ``"plain"`` never asks for ``dot``)."""
+    if engine not in ("auto", "dot", "plain"):
+        raise ValueError(f"unknown layout engine {engine!r}; valid: 'auto', 'dot', 'plain'")
+    if engine == "plain":
+        return _plain_layout(graph)
+    dot = shutil.which("dot")
+    if dot is None:
+        if engine == "dot":
+            raise FileNotFoundError("Graphviz's dot is not on PATH (Debian: apt-get install graphviz)")
+        _warn_once("Graphviz's dot is not installed: model graphs get a plain layout (rows by depth, straight "
+                   "edges). Install graphviz (Debian: apt-get install graphviz) for the good layout.")
+        return _plain_layout(graph)
+    try:
+        return _dot_layout(graph, dot)
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError, TypeError) as err:
+        if engine == "dot":
+            raise
+        _warn_once(f"Graphviz's dot failed ({type(err).__name__}: {str(err)[:300]}); model graphs get a plain "
+                   f"layout")
+        return _plain_layout(graph)
+
+
+def _warn_once(message: str) -> None:
+    global _dot_warned
+    if not _dot_warned:
+        _dot_warned = True
+        warnings.warn(message, GraphvizMissingWarning, stacklevel=4)
+
+
+# ---- Graphviz's dot ------------------------------------------------------------------------------------------------
+def _html(text: str) -> str:
+    """Text for a Graphviz HTML-like label: markup characters as entities, control characters dropped."""
+    text = "".join(c if c >= " " or c == "\t" else " " for c in text)
+    return escape(text, {'"': "&quot;", "'": "&#39;"})
+
+
+def _html_label(lines: Sequence[_Line], align: str = "") -> str:
+    br = f'<BR ALIGN="{align}"/>' if align else "<BR/>"
+    parts = []
+    for line in lines:
+        text = _html(line.text) or " "
+        if line.bold:
+            text = f"<B>{text}</B>"
+        face = DOT_MONO if line.mono else DOT_FONT
+        parts.append(f'<FONT FACE="{face}" POINT-SIZE="{line.size:g}" COLOR="{line.color}">{text}</FONT>')
+    return "<" + br.join(parts) + (br if align else "") + ">"
+
+
+def _to_dot(graph: GraphData, names: Mapping[str, str]) -> str:
+    out = ["digraph model {",
+           f'  graph [rankdir=TB, nodesep=0.3, ranksep=0.3, pad=0, fontname="{DOT_FONT}", labelloc=t, labeljust=l, '
+           f'label={_html_label(_header_lines(graph), align="LEFT")}];',
+           f'  node [shape=box, style=filled, fontname="{DOT_FONT}", fontsize={FONT_SIZE}, margin="0.14,0.06", '
+           f'penwidth=1.2];',
+           f'  edge [fontname="{DOT_MONO}", fontsize={SMALL}, arrowsize=0.7];']
+    for nid, node in graph.nodes.items():
+        lines, fill, stroke, _ = _style(node, graph)
+        style = "rounded,filled" if node.kind != "block" else "filled"
+        out.append(f'  {names[nid]} [label={_html_label(lines)}, style="{style}", fillcolor="{fill}", '
+                   f'color="{stroke}"];')
+    for edge in graph.edges:
+        lines = _edge_lines(edge, graph)
+        label = f" [label={_html_label(lines)}]" if lines else ""
+        out.append(f"  {names[edge.source]} -> {names[edge.target]}{label};")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def run_dot(dot_text: str, fmt: str = "json", dot: str | None = None, timeout: float = DOT_TIMEOUT_S) -> str:
+    """Graphviz's output of ``dot_text`` in format ``fmt`` (``json``, ``svg``, ...), within ``timeout`` seconds."""
+    dot = dot or shutil.which("dot")
+    if dot is None:
+        raise FileNotFoundError("Graphviz's dot is not on PATH (Debian: apt-get install graphviz)")
+    done = subprocess.run([dot, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True, timeout=timeout,
+                          check=False)
+    if done.returncode != 0:
+        raise subprocess.SubprocessError(f"dot exited with {done.returncode}: "
+                                         f"{done.stderr.decode('utf-8', 'replace').strip()[:500]}")
+    return done.stdout.decode("utf-8")
+
+
+def _xdot_texts(ops: Sequence[Mapping[str, Any]], place: Any) -> list[Text]:
+    """The text lines of xdot drawing operations (font, colour and bold as set by the operations before each)."""
+    size, face, bold, color = float(FONT_SIZE), DOT_FONT, False, TEXT
+    texts = []
+    for op in ops:
+        kind = op.get("op")
+        if kind == "F":
+            size, face = float(op["size"]), str(op["face"])
+        elif kind == "t":
+            bold = bool(int(op["fontchar"]) & 1)
+        elif kind == "c":
+            color = str(op["color"])[:7]
+        elif kind == "T":
+            x, y = place(*op["pt"])
+            anchor = {"l": "start", "c": "middle", "r": "end"}.get(str(op.get("align")), "middle")
+            texts.append(Text(x, y, str(op["text"]), size, bold, "Mono" in face, color, anchor))
+    return texts
+
+
+def _spline(pos: str, place: Any) -> tuple[list[tuple[float, float]], tuple[float, float] | None]:
+    """The Bézier points and arrow tip of an edge's ``pos`` attribute (``e,x,y p0 p1 ...``)."""
+    points: list[tuple[float, float]] = []
+    tip = None
+    for item in pos.split(";")[0].split():
+        parts = item.split(",")
+        if parts[0] == "e":
+            tip = place(float(parts[1]), float(parts[2]))
+        elif parts[0] != "s":
+            points.append(place(float(parts[0]), float(parts[1])))
+    if not points or (len(points) - 1) % 3:
+        raise ValueError(f"dot gave an edge path of {len(points)} points")
+    return points, tip
+
+
+def _dot_layout(graph: GraphData, dot: str) -> Layout:
+    names = {nid: f"n{i}" for i, nid in enumerate(graph.nodes)}
+    data = json.loads(run_dot(_to_dot(graph, names), "json", dot))
+    x0, y0, x1, y1 = (float(v) for v in data["bb"].split(","))
+
+    def place(x: float, y: float) -> tuple[float, float]:  # dot's y grows upwards
+        return x - x0 + MARGIN, y1 - y + MARGIN
+
+    by_name = {name: nid for nid, name in names.items()}
+    gvid: dict[int, str] = {}
+    boxes: dict[str, Box] = {}
+    for obj in data.get("objects", []):
+        nid = by_name.get(obj.get("name"))
+        if nid is None:
+            continue
+        gvid[int(obj["_gvid"])] = nid
+        cx, cy = place(*(float(v) for v in obj["pos"].split(",")))
+        w, h = float(obj["width"]) * 72, float(obj["height"]) * 72
+        _, fill, stroke, title = _style(graph.nodes[nid], graph)
+        boxes[nid] = Box(nid, graph.nodes[nid].kind, cx, cy - h / 2, w, h, fill=fill, stroke=stroke, title=title,
+                         texts=_xdot_texts(obj.get("_ldraw_", []), place))
+    if set(boxes) != set(graph.nodes):
+        raise ValueError("dot's output lacks some nodes")
+    rows = sorted({round(b.y + b.height / 2) for b in boxes.values()})
+    for b in boxes.values():
+        b.layer = rows.index(round(b.y + b.height / 2))
+    routes = []
+    for edge in data.get("edges", []):
+        points, tip = _spline(edge["pos"], place)
+        at = place(*(float(v) for v in edge["lp"].split(","))) if edge.get("lp") else None
+        routes.append(Route(gvid[int(edge["tail"])], gvid[int(edge["head"])], points, tip, at,
+                            _xdot_texts(edge.get("_ldraw_", []), place)))
+    return Layout("dot", x1 - x0 + 2 * MARGIN, y1 - y0 + 2 * MARGIN, boxes, routes,
+                  _xdot_texts(data.get("_ldraw_", []), place))
+
+
+# ---- the plain fallback ----------------------------------------------------------------------------------------------
+def _mono_width(line: _Line) -> float:
+    return MONO_ADVANCE * line.size * len(line.text)
+
+
+def _plain_layout(graph: GraphData) -> Layout:
+    """Rows by depth (longest path; inputs just above their first reader), each row ordered by its predecessors and
+    centred; straight edges; the tensors between blocks as captions under the block that writes them; every text in
+    the monospace font."""
+    preds: dict[str, list[str]] = {n: [] for n in graph.nodes}
+    succs: dict[str, list[str]] = {n: [] for n in graph.nodes}
+    for e in graph.edges:
+        succs[e.source].append(e.target)
+        preds[e.target].append(e.source)
+    depth: dict[str, int] = {}
+    for nid in _topological(graph.nodes, preds):
+        depth[nid] = max((depth[p] + 1 for p in preds[nid]), default=0)
+    for nid in graph.nodes:
+        if not preds[nid] and succs[nid]:
+            depth[nid] = min(depth[s] for s in succs[nid]) - 1
+    title, stats = _header_lines(graph)
+    header = [Text(MARGIN, MARGIN + TITLE_SIZE, title.text, TITLE_SIZE, True, True, TEXT, "start"),
+              Text(MARGIN, MARGIN + TITLE_SIZE + LINE, stats.text, SMALL, False, True, SUBTLE, "start")]
+    captions: dict[str, dict[str, _Line]] = {nid: {} for nid in graph.nodes}  # tensor key -> caption, per writer
+    for e in graph.edges:
+        if _edge_lines(e, graph):
+            captions[e.source].setdefault(e.key, _Line(f"{e.key} {_fmt_shape(e.shape)}", mono=True, color=TEXT))
+    boxes: dict[str, Box] = {}
+    foot: dict[str, tuple[float, float]] = {}  # width and height with the captions
+    for nid, node in graph.nodes.items():
+        lines, fill, stroke, tip = _style(node, graph)
+        w = max(_mono_width(line) for line in lines) + 2 * PAD_X
+        h = LINE * len(lines) + 2 * PAD_Y
+        boxes[nid] = Box(nid, node.kind, 0.0, 0.0, w, h, depth[nid], fill, stroke, tip,
+                         [Text(0.0, LINE * (i + 0.75) + PAD_Y, ln.text, ln.size, ln.bold, True, ln.color)
+                          for i, ln in enumerate(lines)])
+        caps = list(captions[nid].values())
+        foot[nid] = (max([w, *(_mono_width(c) for c in caps)]), h + LINE * len(caps) + (4.0 if caps else 0.0))
+    rows: list[list[Box]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for nid in graph.nodes:
+        rows[depth[nid]].append(boxes[nid])
+    rank: dict[str, float] = {}
+    for row in rows:
+        row.sort(key=lambda b: sum(rank[p] for p in preds[b.id]) / len(preds[b.id]) if preds[b.id] else -1.0)
+        rank.update({b.id: float(i) for i, b in enumerate(row)})
+    row_w = [sum(foot[b.id][0] for b in row) + NODE_GAP * (len(row) - 1) for row in rows]
+    inner = max([*row_w, *(_mono_width(_Line(t.text, t.size)) for t in header)])
+    y = MARGIN + TITLE_SIZE + LINE + 16.0
+    for row, w in zip(rows, row_w, strict=True):
+        x = MARGIN + (inner - w) / 2
+        for b in row:
+            b.x, b.y = x + foot[b.id][0] / 2, y
+            b.texts = [Text(b.x, b.y + t.y, t.text, t.size, t.bold, t.mono, t.color) for t in b.texts]
+            x += foot[b.id][0] + NODE_GAP
+        y += max(foot[b.id][1] for b in row) + ROW_GAP
+    routes = []
+    drawn: set[tuple[str, str]] = set()
+    for e in graph.edges:
+        a, b = boxes[e.source], boxes[e.target]
+        caps = list(captions[e.source])
+        p0, p3 = (a.x, a.y + foot[a.id][1] if caps else a.y + a.height), (b.x, b.y)
+        at, label = None, []
+        if e.key in caps:
+            at = (a.x, a.y + a.height + LINE * (caps.index(e.key) + 0.5))
+            if (e.source, e.key) not in drawn:  # a caption once per tensor, with the first edge that carries it
+                drawn.add((e.source, e.key))
+                label = [Text(a.x, at[1] + 0.35 * SMALL, captions[e.source][e.key].text, SMALL, False, True, TEXT)]
+        routes.append(Route(e.source, e.target, [p0, _lerp(p0, p3, 1 / 3), _lerp(p0, p3, 2 / 3), p3], None, at,
+                            label))
+    bottom = max((b.y + foot[b.id][1] for b in boxes.values()), default=y)
+    return Layout("plain", inner + 2 * MARGIN, bottom + MARGIN, boxes, routes, header)
+
+
+def _lerp(p: tuple[float, float], q: tuple[float, float], t: float) -> tuple[float, float]:
+    return p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t
+
+
+def _topological(nodes: Mapping[str, Any], preds: Mapping[str, list[str]]) -> list[str]:
+    done: set[str] = set()
+    order: list[str] = []
+    for start in nodes:
+        stack = [(start, iter(preds[start]))]
+        if start in done:
+            continue
+        done.add(start)
+        while stack:
+            nid, it = stack[-1]
+            nxt = next((p for p in it if p not in done), None)
+            if nxt is None:
+                stack.pop()
+                order.append(nid)
+            else:
+                done.add(nxt)
+                stack.append((nxt, iter(preds[nxt])))
+    return order
+
+
+# ---- drawing ---------------------------------------------------------------------------------------------------------
+def _text_svg(t: Text, halo: bool = False) -> str:
+    extra = ' font-weight="bold"' if t.bold else ""
+    if halo:  # an edge label stays readable where it crosses a line
+        extra += ' stroke="#ffffff" stroke-width="3" stroke-linejoin="round" paint-order="stroke"'
+    return (f'<text x="{t.x:.1f}" y="{t.y:.1f}" text-anchor="{t.anchor}" font-family="{MONO if t.mono else FONT}" '
+            f'font-size="{t.size:g}" fill="{t.color}"{extra}>{escape(t.text)}</text>')
+
+
+def _route_svg(r: Route, marker: str) -> str:
+    (x, y), rest = r.points[0], r.points[1:]
+    d = f"M{x:.1f},{y:.1f}"
+    for i in range(0, len(rest), 3):
+        (ax, ay), (bx, by), (cx, cy) = rest[i:i + 3]
+        d += f" C{ax:.1f},{ay:.1f} {bx:.1f},{by:.1f} {cx:.1f},{cy:.1f}"
+    if r.tip is not None:
+        d += f" L{r.tip[0]:.1f},{r.tip[1]:.1f}"
+    return f'<path d="{d}" fill="none" stroke="{EDGE}" stroke-width="1.2" marker-end="url(#{marker})"/>'
+
+
+def _box_svg(b: Box) -> str:
+    rx = 9 if b.kind != "block" else 2
+    parts = [f'<g class="node {b.kind}"><title>{escape(b.title)}</title>',
+             f'<rect x="{b.x - b.width / 2:.1f}" y="{b.y:.1f}" width="{b.width:.1f}" height="{b.height:.1f}" '
+             f'rx="{rx}" fill="{b.fill}" stroke="{b.stroke}" stroke-width="1.2"/>']
+    parts += [_text_svg(t) for t in b.texts]
+    parts.append("</g>")
+    return "".join(parts)
 
 
 class ModelGraph:
-    """The drawable graph of one inference graph (or of one opaque network).
+    """The drawable graph of one inference graph (or of one opaque network): its data, its layout and its SVG.
+
+    Laid out by Graphviz's ``dot`` where it is installed (the good layout); otherwise by a plain fallback (rows by
+    depth, straight edges), with a warning once.
 
     :param net: An InferenceBlock, any PerceptionBlock, or an nn.Module that contains an InferenceBlock.
     :param title: Heading of the drawing.
     :param input_shapes: For opaque modules without an InferenceBlock: input shapes used to infer the outputs.
+    :param layout: ``auto`` (dot where installed), ``dot`` (an error without it) or ``plain``.
     """
 
     def __init__(self, net: nn.Module, title: str | None = None,
-                 input_shapes: Mapping[str, Sequence[int]] | None = None):
-        self.title = title or type(net).__name__
-        self.nodes: dict[str, _Node] = {}
-        self.edges: list[tuple[str, str]] = []
-        self.total_params = sum(p.numel() for p in net.parameters())
-        inference = find_inference_block(net)
-        if inference is not None:
-            self._from_inference_block(inference)
-        elif isinstance(net, PerceptionBlock):
-            self._from_single_block(net, dict(zip(net.in_keys, net.in_shapes, strict=True)), net.out_shapes_dict())
-        else:
-            outputs = _infer_outputs(net, input_shapes) if input_shapes else {}
-            self._from_single_block(net, dict(input_shapes or {}), outputs)
-        self._layout()
+                 input_shapes: Mapping[str, Sequence[int]] | None = None, layout: str = "auto"):
+        self.data = GraphData.from_network(net, title, input_shapes)
+        self.layout = lay_out(self.data, layout)
 
-    # ---- graph construction ------------------------------------------------------------------------------
+    @classmethod
+    def from_data(cls, data: GraphData, layout: Layout | str = "auto") -> ModelGraph:
+        """The graph of ``data``, laid out anew (``layout`` an engine name) or as ``layout`` says."""
+        graph = cls.__new__(cls)
+        graph.data = data
+        graph.layout = layout if isinstance(layout, Layout) else lay_out(data, layout)
+        return graph
 
-    def _tensor(self, key: str, shape: Sequence[int] | None, io: bool) -> None:
-        lines = [(key, FONT_SIZE, True, False, TEXT)]
-        if shape is not None:
-            lines.append((_fmt_shape(shape), SMALL, False, True, SUBTLE))
-        self.nodes[f"t:{key}"] = _Node(f"t:{key}", "tensor", lines, TENSOR_IO_FILL if io else TENSOR_FILL,
-                                       TENSOR_STROKE, title=f"tensor {key} {_fmt_shape(shape or ())}")
+    @classmethod
+    def from_dict(cls, data: Any) -> ModelGraph:
+        """The graph and geometry of :meth:`to_dict`'s data (checked: a ValueError names what is wrong; no text)."""
+        d = _Check(data, "model graph")
+        if d.data.get("format") != FORMAT or d.data.get("version") != FORMAT_VERSION:
+            raise ValueError(f"not a {FORMAT} of version {FORMAT_VERSION}: format {d.data.get('format')!r:.40}, "
+                             f"version {d.data.get('version')!r:.20}")
+        graph = GraphData.from_dict(d.data.get("graph"))
+        return cls.from_data(graph, Layout.from_dict(d.data.get("layout"), graph))
 
-    def _block(self, name: str, block: nn.Module) -> None:
-        params = sum(p.numel() for p in block.parameters())
-        share = params / self.total_params if self.total_params else 0.0
-        rgb = [round(lo + (hi - lo) * share) for lo, hi in zip(BLOCK_LIGHT, BLOCK_DARK, strict=True)]
-        fg = "#ffffff" if share > 0.42 else TEXT
-        sub = "#e5edf8" if share > 0.42 else SUBTLE
-        lines = [(type(block).__name__, FONT_SIZE, True, False, fg)]
-        out_keys = getattr(block, "out_keys", [])
-        if name != type(block).__name__ and name not in out_keys:
-            lines.insert(0, (name, SMALL, False, True, sub))
-        detail = _block_detail(block)
-        if detail:
-            lines.append((detail, SMALL, False, False, sub))
-        lines.append((f"{params:,} params ({100 * share:.1f}%)" if params else "no params", SMALL, False, False, sub))
-        self.nodes[f"b:{name}"] = _Node(f"b:{name}", "block", lines, "#{:02x}{:02x}{:02x}".format(*rgb),
-                                        BLOCK_STROKE, title=f"{name}: {type(block).__name__}, {params:,} parameters")
+    def to_dict(self) -> dict[str, Any]:
+        """The graph and its geometry as JSON-able data (what a saved drawing carries in its metadata)."""
+        return {"format": FORMAT, "version": FORMAT_VERSION, "graph": self.data.to_dict(),
+                "layout": self.layout.to_dict()}
 
-    def _from_inference_block(self, net: InferenceBlock) -> None:
-        shapes = net.tensor_shapes()
-        for key in net.in_keys:
-            self._tensor(key, shapes[key], io=True)
-        for names in net.execution_plan.values():
-            for name in names:
-                block = net.perception_dict[name]
-                self._block(name, block)
-                for key in block.in_keys:
-                    self.edges.append((f"t:{key}", f"b:{name}"))
-                for key in block.out_keys:
-                    self._tensor(key, shapes[key], io=key in net.out_keys)
-                    self.edges.append((f"b:{name}", f"t:{key}"))
+    def to_dot(self) -> str:
+        """The graph in Graphviz's DOT language (what ``dot`` lays out)."""
+        return self.data.to_dot()
 
-    def _from_single_block(self, block: nn.Module, inputs: Mapping[str, Sequence[int]],
-                           outputs: Mapping[str, Sequence[int]]) -> None:
-        name = type(block).__name__
-        self._block(name, block)
-        for key, shape in inputs.items():
-            self._tensor(key, shape, io=True)
-            self.edges.append((f"t:{key}", f"b:{name}"))
-        for key, shape in outputs.items():
-            self._tensor(key, shape, io=True)
-            self.edges.append((f"b:{name}", f"t:{key}"))
+    @property
+    def title(self) -> str:
+        """Heading of the drawing."""
+        return self.data.title
 
-    # ---- layout -------------------------------------------------------------------------------------------
+    @property
+    def total_params(self) -> int:
+        """Parameters of the whole network."""
+        return self.data.total_params
 
-    def _layout(self) -> None:
-        for node in self.nodes.values():
-            node.fit()
-        preds: dict[str, list[str]] = {n: [] for n in self.nodes}
-        succs: dict[str, list[str]] = {n: [] for n in self.nodes}
-        for a, b in self.edges:
-            succs[a].append(b)
-            preds[b].append(a)
-        # longest-path layering in insertion (= execution) order, then pull sources down next to their users
-        for nid in self._topological(preds):
-            self.nodes[nid].layer = max((self.nodes[p].layer + 1 for p in preds[nid]), default=0)
-        for nid, node in self.nodes.items():
-            if not preds[nid] and succs[nid]:
-                node.layer = min(self.nodes[s].layer for s in succs[nid]) - 1
-        # split long edges with dummy nodes
-        self.paths: list[list[str]] = []
-        dummy_id = itertools.count()
-        for a, b in self.edges:
-            path = [a]
-            for layer in range(self.nodes[a].layer + 1, self.nodes[b].layer):
-                d = _Node(f"d:{next(dummy_id)}", "dummy", layer=layer)
-                self.nodes[d.id] = d
-                path.append(d.id)
-            path.append(b)
-            self.paths.append(path)
-        self._order_layers()
-        self._place_x()
-        self._place_y()
+    @property
+    def nodes(self) -> dict[str, Box]:
+        """The laid-out nodes by id (``in:<key>``, ``b:<block name>``, ``out:<key>``)."""
+        return self.layout.boxes
 
-    def _topological(self, preds: Mapping[str, list[str]]) -> list[str]:
-        done: set[str] = set()
-        order: list[str] = []
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        """The edges as (source id, target id), one per tensor read."""
+        return [(e.source, e.target) for e in self.data.edges]
 
-        def visit(n: str) -> None:
-            if n in done:
-                return
-            done.add(n)
-            for p in preds[n]:
-                visit(p)
-            order.append(n)
+    @property
+    def width(self) -> float:
+        """Width of the standalone drawing."""
+        return max(self.layout.width, LEGEND_WIDTH + 2 * MARGIN)
 
-        for n in self.nodes:
-            visit(n)
-        return order
-
-    def _adjacency(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-        up: dict[str, list[str]] = {n: [] for n in self.nodes}
-        down: dict[str, list[str]] = {n: [] for n in self.nodes}
-        for path in self.paths:
-            for a, b in itertools.pairwise(path):
-                down[a].append(b)
-                up[b].append(a)
-        return up, down
-
-    def _layers(self) -> list[list[_Node]]:
-        n_layers = max(n.layer for n in self.nodes.values()) + 1
-        layers: list[list[_Node]] = [[] for _ in range(n_layers)]
-        for node in self.nodes.values():
-            layers[node.layer].append(node)
-        for layer in layers:
-            layer.sort(key=lambda n: n.order)
-        return layers
-
-    def _crossings(self, layers: list[list[_Node]], down: Mapping[str, list[str]]) -> int:
-        total = 0
-        for layer in layers[:-1]:
-            pos = {n.id: i for i, n in enumerate(layer)}
-            segs = [(pos[n.id], self.nodes[s].order) for n in layer for s in down[n.id]]
-            total += sum(1 for (a1, b1), (a2, b2) in itertools.combinations(segs, 2) if (a1 - a2) * (b1 - b2) < 0)
-        return total
-
-    def _order_layers(self) -> None:
-        up, down = self._adjacency()
-        for i, node in enumerate(self.nodes.values()):
-            node.order = float(i)
-        layers = self._layers()
-        for layer in layers:
-            for i, n in enumerate(layer):
-                n.order = float(i)
-        best = {n.id: n.order for n in self.nodes.values()}
-        best_cross = self._crossings(layers, down)
-        for sweep in range(12):
-            seq = layers[1:] if sweep % 2 == 0 else list(reversed(layers[:-1]))
-            nbrs = up if sweep % 2 == 0 else down
-            for layer in seq:
-                for n in layer:
-                    ns = nbrs[n.id]
-                    if ns:
-                        n.order = sum(self.nodes[m].order for m in ns) / len(ns) + 1e-3 * n.order
-                layer.sort(key=lambda n: n.order)
-                for i, n in enumerate(layer):
-                    n.order = float(i)
-            cross = self._crossings(layers, down)
-            if cross < best_cross:
-                best_cross = cross
-                best = {n.id: n.order for n in self.nodes.values()}
-        for nid, order in best.items():
-            self.nodes[nid].order = order
-
-    @staticmethod
-    def _fit_row(layer: list[_Node], desired: list[float], weights: list[float] | None = None) -> None:
-        """Weighted least-squares positions close to ``desired`` keeping order and spacing (isotonic regression)."""
-        offsets = [0.0]
-        for a, b in itertools.pairwise(layer):
-            offsets.append(offsets[-1] + a.width / 2 + b.width / 2 + (NODE_GAP if a.kind != "dummy" or
-                                                                      b.kind != "dummy" else 8.0))
-        targets = [d - o for d, o in zip(desired, offsets, strict=True)]
-        blocks: list[list[float]] = []  # [mean, weight, count]
-        for t, w in zip(targets, weights or [1.0] * len(targets), strict=True):
-            blocks.append([t, w, 1])
-            while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-                m2, w2, c2 = blocks.pop()
-                m1, w1, c1 = blocks.pop()
-                blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
-        values = [m for m, _, c in blocks for _ in range(int(c))]
-        for node, v, o in zip(layer, values, offsets, strict=True):
-            node.x = v + o
-
-    def _place_x(self) -> None:
-        up, down = self._adjacency()
-        layers = self._layers()
-        widest = max(layers, key=lambda lay: sum(n.width for n in lay))
-        self._fit_row(widest, [0.0] * len(widest))
-        for layer in layers:
-            if layer is not widest:
-                self._fit_row(layer, [0.0] * len(layer))
-        for sweep in range(28):
-            # later sweeps also pull the dummy nodes of each long edge onto one vertical line
-            chain = self._chain_targets() if sweep >= 8 else {}
-            order = layers if sweep % 2 == 0 else list(reversed(layers))
-            for layer in order:
-                desired, weights = [], []
-                for n in layer:
-                    if n.id in chain:
-                        desired.append(chain[n.id])
-                        weights.append(8.0)
-                        continue
-                    ns = up[n.id] + down[n.id] if sweep >= 12 else (up[n.id] if sweep % 2 == 0 else down[n.id])
-                    ns = ns or up[n.id] + down[n.id]
-                    desired.append(sum(self.nodes[m].x for m in ns) / len(ns) if ns else n.x)
-                    weights.append(1.0)
-                self._fit_row(layer, desired, weights)
-        min_x = min(n.x - n.width / 2 for n in self.nodes.values())
-        for n in self.nodes.values():
-            n.x += MARGIN - min_x
-
-    def _chain_targets(self) -> dict[str, float]:
-        """Common x for each vertical chain: nodes linked one-to-one (single out-edge into a single in-edge)."""
-        up, down = self._adjacency()
-        parent: dict[str, str] = {}
-
-        def find(a: str) -> str:
-            while parent.get(a, a) != a:
-                a = parent[a]
-            return a
-
-        for a, outs in down.items():
-            if len(outs) == 1 and len(up[outs[0]]) == 1:
-                parent[find(outs[0])] = find(a)
-        groups: dict[str, list[_Node]] = {}
-        for nid in self.nodes:
-            groups.setdefault(find(nid), []).append(self.nodes[nid])
-        targets: dict[str, float] = {}
-        for members in groups.values():
-            if len(members) > 1:
-                mean_x = sum(n.x for n in members) / len(members)
-                targets.update({n.id: mean_x for n in members})
-        return targets
-
-    def _place_y(self) -> None:
-        self.top = MARGIN + 34.0
-        y = self.top
-        for layer in self._layers():
-            h = max((n.height for n in layer), default=0.0)
-            for n in layer:
-                n.y = y + (h - n.height) / 2 if n.kind != "dummy" else y
-                if n.kind == "dummy":
-                    n.height = h
-            y += h + LAYER_GAP
-        self.width = max(n.x + n.width / 2 for n in self.nodes.values()) + MARGIN
-        self.width = max(self.width, _text_width(self.title, 15, bold=True) + 2 * MARGIN, 330.0)
-        self.height = y - LAYER_GAP + 60.0
-
-    # ---- drawing ------------------------------------------------------------------------------------------
-
-    def _ports(self) -> dict[tuple[str, int], float]:
-        """x of each edge end on its node: edges fan out along the box in the order of their other ends."""
-        ports: dict[tuple[str, int], float] = {}
-        outs: dict[str, list[tuple[float, int]]] = {}
-        ins: dict[str, list[tuple[float, int]]] = {}
-        for i, path in enumerate(self.paths):
-            outs.setdefault(path[0], []).append((self.nodes[path[1]].x, i))
-            ins.setdefault(path[-1], []).append((self.nodes[path[-2]].x, i))
-        for side, groups in ((0, outs), (1, ins)):
-            for nid, items in groups.items():
-                node = self.nodes[nid]
-                items.sort()
-                span = min(node.width * 0.6, 24.0 * (len(items) - 1))
-                for j, (_, i) in enumerate(items):
-                    off = 0.0 if len(items) == 1 else -span / 2 + span * j / (len(items) - 1)
-                    ports[(nid, i * 2 + side)] = node.x + off
-        return ports
-
-    def _edges_svg(self, marker: str) -> list[str]:
-        out = []
-        ports = self._ports()
-        for i, path in enumerate(self.paths):
-            pts = []
-            a = self.nodes[path[0]]
-            pts.append((ports[(a.id, i * 2)], a.y + a.height))
-            for nid in path[1:-1]:
-                d = self.nodes[nid]
-                pts.append((d.x, d.y))
-                pts.append((d.x, d.y + d.height))
-            b = self.nodes[path[-1]]
-            pts.append((ports[(b.id, i * 2 + 1)], b.y - 2.0))
-            d = f"M{pts[0][0]:.1f},{pts[0][1]:.1f}"
-            for (x0, y0), (x1, y1) in itertools.pairwise(pts):
-                if abs(x1 - x0) < 0.5:
-                    d += f" L{x1:.1f},{y1:.1f}"
-                else:
-                    my = (y0 + y1) / 2
-                    d += f" C{x0:.1f},{my:.1f} {x1:.1f},{my:.1f} {x1:.1f},{y1:.1f}"
-            out.append(f'<path d="{d}" fill="none" stroke="{EDGE}" stroke-width="1.3" marker-end="url(#{marker})"/>')
-        return out
-
-    def _node_svg(self, n: _Node) -> str:
-        x0 = n.x - n.width / 2
-        rx = 10 if n.kind == "tensor" else 3
-        parts = [f'<g><title>{escape(n.title)}</title>',
-                 f'<rect x="{x0:.1f}" y="{n.y:.1f}" width="{n.width:.1f}" height="{n.height:.1f}" rx="{rx}" '
-                 f'fill="{n.fill}" stroke="{n.stroke}" stroke-width="1.2"/>']
-        ty = n.y + PAD_Y + LINE * 0.5
-        for text, size, bold, mono, color in n.lines:
-            weight = ' font-weight="bold"' if bold else ""
-            family = MONO if mono else FONT
-            parts.append(f'<text x="{n.x:.1f}" y="{ty:.1f}" text-anchor="middle" dominant-baseline="central" '
-                         f'font-family="{family}" font-size="{size}"{weight} fill="{color}">{escape(text)}</text>')
-            ty += LINE
-        parts.append("</g>")
-        return "".join(parts)
+    @property
+    def height(self) -> float:
+        """Height of the standalone drawing (with the legend)."""
+        return self.layout.height + LEGEND_HEIGHT
 
     def svg_body(self, marker: str, legend: bool = True) -> list[str]:
         """The SVG elements of this graph (without the svg root), for embedding."""
-        body = [f'<text x="{MARGIN}" y="{MARGIN + 12}" font-family="{FONT}" font-size="15" font-weight="bold" '
-                f'fill="{TEXT}">{escape(self.title)}</text>',
-                f'<text x="{MARGIN}" y="{MARGIN + 28}" font-family="{FONT}" font-size="{SMALL}" fill="{SUBTLE}">'
-                f'{self.total_params:,} parameters · {sum(1 for n in self.nodes.values() if n.kind == "block")} '
-                f'blocks</text>']
-        body += self._edges_svg(marker)
-        body += [self._node_svg(n) for n in self.nodes.values() if n.kind != "dummy"]
+        lay = self.layout
+        body = [_text_svg(t) for t in lay.header]
+        body += [_route_svg(r, marker) for r in lay.routes]
+        body += [_box_svg(b) for b in lay.boxes.values()]
+        body += [_text_svg(t, halo=True) for r in lay.routes for t in r.label]
         if legend:
-            body += _legend(MARGIN, self.height - 30)
+            body += _legend(MARGIN, lay.height + 4.0)
         return body
 
     def to_svg(self) -> str:
-        """The drawing as a standalone SVG document string."""
+        """The drawing as a standalone SVG document string, its data as JSON in its ``<metadata>``."""
         marker = f"arrow{next(_svg_ids)}"
-        return _document(max(self.width, LEGEND_WIDTH + 2 * MARGIN), self.height, marker, self.svg_body(marker))
+        meta = (f'<metadata id="{METADATA_ID}">'
+                f'{escape(json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False))}</metadata>')
+        return _document(self.width, self.height, marker, [meta, *self.svg_body(marker)])
 
     def _repr_svg_(self) -> str:
         return self.to_svg()
@@ -456,11 +861,13 @@ class ModelGraph:
         return path
 
     def summary(self) -> str:
-        """A text table of the blocks and tensors."""
-        rows = [f"{self.title}: {self.total_params:,} parameters"]
-        for n in sorted(self.nodes.values(), key=lambda n: (n.layer, n.x)):
-            if n.kind != "dummy":
-                rows.append(f"  [{n.layer:2d}] {n.kind:6s} " + " | ".join(t for t, *_ in n.lines))
+        """A text table of the nodes, row by row."""
+        rows = [f"{self.title}: {self.total_params:,} parameters ({self.layout.engine} layout)"]
+        for b in sorted(self.nodes.values(), key=lambda b: (b.layer, b.x)):
+            n = self.data.nodes[b.id]
+            what = (f"{n.label} {n.block_type} {n.params:,} params" if n.kind == "block"
+                    else f"{n.label} {_fmt_shape(n.shape)}")
+            rows.append(f"  [{b.layer:2d}] {n.kind:6s} {what}")
         return "\n".join(rows)
 
 
@@ -485,23 +892,23 @@ class ModelGraphSet:
         top = 36.0 if self.title else 0.0
         body: list[str] = []
         if self.title:
-            body.append(f'<text x="{MARGIN}" y="{MARGIN + 14}" font-family="{FONT}" font-size="18" '
-                        f'font-weight="bold" fill="{TEXT}">{escape(self.title)}</text>')
+            body.append(_text_svg(Text(MARGIN, MARGIN + 14, self.title, 18, True, color=TEXT, anchor="start")))
         x, y, row_h, width = 0.0, top, 0.0, LEGEND_WIDTH + 2 * MARGIN
         for graph in self.graphs.values():
-            if x > 0 and x + graph.width > self.max_row_width:
+            w, h = graph.layout.width, graph.layout.height
+            if x > 0 and x + w > self.max_row_width:
                 x, y, row_h = 0.0, y + row_h, 0.0
             if x > 0:
-                body.append(f'<line x1="{x:.1f}" y1="{y + 12:.1f}" x2="{x:.1f}" y2="{y + graph.height - 12:.1f}" '
+                body.append(f'<line x1="{x:.1f}" y1="{y + 12:.1f}" x2="{x:.1f}" y2="{y + h - 12:.1f}" '
                             f'stroke="#e5e7eb" stroke-width="1"/>')
             body.append(f'<g transform="translate({x:.1f},{y:.1f})">')
             body += graph.svg_body(marker, legend=False)
             body.append("</g>")
-            x += graph.width
+            x += w
             width = max(width, x)
-            row_h = max(row_h, graph.height - 30.0)
-        body += _legend(MARGIN, y + row_h)
-        return _document(width, y + row_h + 30.0, marker, body)
+            row_h = max(row_h, h)
+        body += _legend(MARGIN, y + row_h + 4.0)
+        return _document(width, y + row_h + LEGEND_HEIGHT, marker, body)
 
     def _repr_svg_(self) -> str:
         return self.to_svg()
@@ -513,33 +920,37 @@ class ModelGraphSet:
         return path
 
 
-LEGEND_LABELS = ("block (shade = share of parameters)", "tensor (shape without batch dims)")
-LEGEND_WIDTH = 3 * 20 + sum(_text_width(label, SMALL) + 18 for label in LEGEND_LABELS)
+LEGEND_LABELS = ("block (shade = share of parameters)", "input / output tensor (shape without batch dims)",
+                 "tensor between blocks")
+LEGEND_WIDTH = sum(3 * 20 + MONO_ADVANCE * SMALL * len(label) for label in LEGEND_LABELS) + 20 + 18
 
 
 def _legend(x: float, y: float) -> list[str]:
+    """One row: swatches and labels, set in the monospace font (so that its width is known)."""
+    light = "#{:02x}{:02x}{:02x}".format(*BLOCK_LIGHT)
+    dark = "#{:02x}{:02x}{:02x}".format(*BLOCK_DARK)
     items = []
     cx = x
-    for fill, stroke, rx, label in ((f"#{BLOCK_LIGHT[0]:02x}{BLOCK_LIGHT[1]:02x}{BLOCK_LIGHT[2]:02x}", BLOCK_STROKE, 2,
-                                     None),
-                                    (f"#{BLOCK_DARK[0]:02x}{BLOCK_DARK[1]:02x}{BLOCK_DARK[2]:02x}", BLOCK_STROKE, 2,
-                                     LEGEND_LABELS[0]),
-                                    (TENSOR_FILL, TENSOR_STROKE, 6, LEGEND_LABELS[1])):
-        items.append(f'<rect x="{cx:.1f}" y="{y:.1f}" width="16" height="12" rx="{rx}" fill="{fill}" '
-                     f'stroke="{stroke}" stroke-width="1"/>')
-        cx += 20
-        if label:
-            items.append(f'<text x="{cx:.1f}" y="{y + 10:.1f}" font-family="{FONT}" font-size="{SMALL}" '
-                         f'fill="{SUBTLE}">{escape(label)}</text>')
-            cx += _text_width(label, SMALL) + 18
+    for swatches, label in ((((light, BLOCK_STROKE, 2), (dark, BLOCK_STROKE, 2)), LEGEND_LABELS[0]),
+                            (((TENSOR_FILL, TENSOR_STROKE, 6),), LEGEND_LABELS[1]),
+                            ((), LEGEND_LABELS[2])):
+        for fill, stroke, rx in swatches:
+            items.append(f'<rect x="{cx:.1f}" y="{y + 8:.1f}" width="16" height="12" rx="{rx}" fill="{fill}" '
+                         f'stroke="{stroke}" stroke-width="1"/>')
+            cx += 20
+        if not swatches:
+            items.append(f'<path d="M{cx:.1f},{y + 14:.1f} H{cx + 16:.1f}" stroke="{EDGE}" stroke-width="1.2"/>')
+            cx += 20
+        items.append(_text_svg(Text(cx, y + 18, label, SMALL, mono=True, color=SUBTLE, anchor="start")))
+        cx += MONO_ADVANCE * SMALL * len(label) + 18
     return items
 
 
 def _document(width: float, height: float, marker: str, body: list[str]) -> str:
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
             f'viewBox="0 0 {width:.0f} {height:.0f}">'
-            f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-            f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{EDGE}"/></marker></defs>'
+            f'<defs><marker id={quoteattr(marker)} viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+            f'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{EDGE}"/></marker></defs>'
             f'<rect width="100%" height="100%" fill="#ffffff"/>')
     return head + "\n".join(body) + "</svg>"
 
@@ -574,7 +985,7 @@ def _infer_outputs(net: nn.Module, input_shapes: Mapping[str, Sequence[int]]) ->
     return {k: tuple(v.shape[1:]) for k, v in out.items()} if isinstance(out, Mapping) else {}
 
 
-def composer_graphs(model: Any) -> dict[str, ModelGraph]:
+def composer_graphs(model: Any, layout: str = "auto") -> dict[str, ModelGraph]:
     """One graph per network of a composer, TorchActorCritic, TorchPolicy or critic."""
     from maze_lab.agent.torch_policy import TorchPolicy
     from maze_lab.agent.torch_state_action_critic import TorchStateActionCritic
@@ -599,23 +1010,27 @@ def composer_graphs(model: Any) -> dict[str, ModelGraph]:
         if isinstance(part, TorchPolicy):
             for key, net in part.networks.items():
                 graphs[name("policy", key)] = ModelGraph(net, title=name("policy", key).replace("_", " ", 1),
-                                                         input_shapes=shapes_for(key))
+                                                         input_shapes=shapes_for(key), layout=layout)
         elif isinstance(part, TorchStateCritic):
             for key, net in part.networks.items():
                 graphs[name("critic", key)] = ModelGraph(net, title=name("critic", key).replace("_", " ", 1),
-                                                         input_shapes=shapes_for(key))
+                                                         input_shapes=shapes_for(key), layout=layout)
         elif isinstance(part, TorchStateActionCritic):
             for key, nets in part.networks.items():
                 for i, net in enumerate(nets):
-                    graphs[f"critic_{key}_q{i}"] = ModelGraph(net, title=f"critic {key} (Q network {i})")
+                    graphs[f"critic_{key}_q{i}"] = ModelGraph(net, title=f"critic {key} (Q network {i})",
+                                                              layout=layout)
     return graphs
 
 
-def model_graph(model: Any, title: str | None = None) -> ModelGraph | ModelGraphSet:
-    """The model graph of a block or network, or the set of graphs of a composer / policy / critic."""
+def model_graph(model: Any, title: str | None = None, layout: str = "auto") -> ModelGraph | ModelGraphSet:
+    """The model graph of a block or network, or the set of graphs of a composer / policy / critic.
+
+    :param layout: ``auto`` (Graphviz's dot where installed, else a plain fallback), ``dot`` or ``plain``.
+    """
     if isinstance(model, nn.Module):
-        return ModelGraph(model, title=title)
-    graphs = composer_graphs(model)
+        return ModelGraph(model, title=title, layout=layout)
+    graphs = composer_graphs(model, layout=layout)
     if not graphs:
         raise TypeError(f"cannot draw a {type(model).__name__}: give an InferenceBlock, a PerceptionBlock, an "
                         f"nn.Module, a model composer, a TorchPolicy, a critic or a TorchActorCritic")
