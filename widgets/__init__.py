@@ -14,9 +14,18 @@ import pandas  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
-    """``FigureWidget`` on first use (PEP 562): importing the widgets does not import plotly."""
+    """``FigureWidget``, ``EnvPlayground`` and ``write_report`` on first use (PEP 562): importing the widgets does not
+    import plotly."""
     if name == "FigureWidget":
         from maze_lab.widgets.plotly_widgets import FigureWidget
 
         return FigureWidget
+    if name == "EnvPlayground":  # the env playground: step an env by hand or let a policy act
+        from maze_lab.widgets.playground import EnvPlayground
+
+        return EnvPlayground
+    if name == "write_report":  # a shareable HTML report of runs (maze_lab.widgets.report)
+        from maze_lab.widgets.report import write_report
+
+        return write_report
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
