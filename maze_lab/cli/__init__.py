@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     from maze_lab.run.optimize import add_optimize_parser  # Optuna search (own module, imports no torch)
 
     add_optimize_parser(sub, common)
+    from maze_lab.cli.report import add_report_parser  # one HTML file of runs (imports the widgets when it runs)
+
+    add_report_parser(sub, common)
     return parser
 
 
