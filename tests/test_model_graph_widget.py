@@ -85,6 +85,20 @@ def test_cartpole_run_directory(cartpole: RunContext) -> None:
     view.close()
 
 
+def test_reading_a_runs_drawings_imports_no_torch(cartpole: RunContext) -> None:
+    """The distributions view and the report read the drawings of a finished run: that costs no torch import (3 s
+    in a fresh kernel)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom maze_lab.widgets.model_graph import read_run_graphs\n"
+            f"graphs, problems = read_run_graphs({str(cartpole.run_dir)!r})\n"
+            "assert graphs and not problems, problems\nprint(sorted(graphs), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "False", out.stdout
+
+
 def test_cutting2d_has_a_graph_per_policy_key_and_role(cutting: RunContext) -> None:
     view = ModelGraphView(cutting.run_dir)
     assert view.keys() == ["0", "1"]

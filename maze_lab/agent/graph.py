@@ -24,13 +24,13 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # torch is imported where a network is drawn, not where a saved drawing is read
+    from torch import nn
 
-from maze_lab.perception.blocks import InferenceBlock, PerceptionBlock, ShapeNormalizationBlock
+    from maze_lab.perception.blocks import InferenceBlock
 
 FONT = "DejaVu Sans, Verdana, Arial, Helvetica, sans-serif"
 MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
@@ -128,6 +128,8 @@ class GraphData:
     def from_network(cls, net: nn.Module, title: str | None = None,
                      input_shapes: Mapping[str, Sequence[int]] | None = None) -> GraphData:
         """The graph of an InferenceBlock, a PerceptionBlock or an nn.Module (see :class:`ModelGraph`)."""
+        from maze_lab.perception.blocks import PerceptionBlock
+
         graph = cls(title=title or type(net).__name__, nodes={}, edges=[],
                     total_params=sum(p.numel() for p in net.parameters()))
         inference = find_inference_block(net)
@@ -957,6 +959,8 @@ def _document(width: float, height: float, marker: str, body: list[str]) -> str:
 
 def find_inference_block(net: nn.Module) -> InferenceBlock | None:
     """The InferenceBlock that makes up ``net`` (itself, or the outermost one among its sub-modules)."""
+    from maze_lab.perception.blocks import InferenceBlock, ShapeNormalizationBlock
+
     if isinstance(net, InferenceBlock):
         return net
     if isinstance(net, ShapeNormalizationBlock) and hasattr(net, "net"):
@@ -972,6 +976,8 @@ def find_inference_block(net: nn.Module) -> InferenceBlock | None:
 
 def _infer_outputs(net: nn.Module, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]:
     """Output shapes of an opaque dict-to-dict module, from one forward pass on dummy input."""
+    import torch
+
     device = next((p.device for p in net.parameters()), torch.device("cpu"))
     was_training = net.training
     net.eval()
@@ -1028,6 +1034,8 @@ def model_graph(model: Any, title: str | None = None, layout: str = "auto") -> M
 
     :param layout: ``auto`` (Graphviz's dot where installed, else a plain fallback), ``dot`` or ``plain``.
     """
+    from torch import nn
+
     if isinstance(model, nn.Module):
         return ModelGraph(model, title=title, layout=layout)
     graphs = composer_graphs(model, layout=layout)
