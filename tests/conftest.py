@@ -18,11 +18,13 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[Any]:
     """One local Ray for a test module (starting one takes 5-25 s on a loaded machine); maze-lab's own start reuses
-    an initialized Ray. Yields the ray module; shuts down only a Ray it started."""
+    an initialized Ray. Yields the ray module; shuts down only a Ray it started. ``address="local"``: a fresh
+    instance of the test's own, as maze-lab starts one; without it ``ray.init`` would join a cluster that ``ray
+    start`` left running on the machine (and refuse ``num_cpus`` there)."""
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     if started:
         ray.shutdown()
