@@ -134,6 +134,21 @@ def test_graph_of_single_blocks_and_plain_networks(tmp_path: Path) -> None:
         model_graph("not a model")
 
 
+def test_a_narrow_graph_makes_a_narrow_drawing_its_legend_wrapped() -> None:
+    """A chain of blocks was drawn 876 px wide, the legend's one row setting the width; the legend now wraps."""
+    from maze_lab.agent.graph import LEGEND_MIN_WIDTH, MARGIN
+
+    block = DenseBlock("obs", "h", (4,), hidden_units=[8])
+    graph = model_graph(block)
+    root = ET.fromstring(graph.to_svg())
+    width, height = float(root.get("width")), float(root.get("height"))
+    assert width <= max(graph.layout.width, LEGEND_MIN_WIDTH + 2 * MARGIN) + 1 < 500
+    legend = [t for t in root.iter("{http://www.w3.org/2000/svg}text") if "tensor between blocks" in (t.text or "")
+              or "block (shade" in (t.text or "")]
+    assert len(legend) == 2 and len({t.get("y") for t in legend}) == 2  # on rows of their own
+    assert all(float(t.get("y")) < height for t in legend)
+
+
 @pytest.mark.browser
 def test_render_graph_png_in_headless_chromium(tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:

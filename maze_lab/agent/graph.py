@@ -48,7 +48,6 @@ PAD_Y = 7.0
 ROW_GAP = 30.0
 NODE_GAP = 22.0
 MARGIN = 16.0
-LEGEND_HEIGHT = 34.0
 DOT_TIMEOUT_S = 30.0
 """Longest wait for ``dot``; past it the plain layout is used."""
 
@@ -828,12 +827,12 @@ class ModelGraph:
     @property
     def width(self) -> float:
         """Width of the standalone drawing."""
-        return max(self.layout.width, LEGEND_WIDTH + 2 * MARGIN)
+        return max(self.layout.width, LEGEND_MIN_WIDTH + 2 * MARGIN)
 
     @property
     def height(self) -> float:
         """Height of the standalone drawing (with the legend)."""
-        return self.layout.height + LEGEND_HEIGHT
+        return self.layout.height + _legend(MARGIN, 0.0, self.width - 2 * MARGIN)[1]
 
     def svg_body(self, marker: str, legend: bool = True) -> list[str]:
         """The SVG elements of this graph (without the svg root), for embedding."""
@@ -843,7 +842,7 @@ class ModelGraph:
         body += [_box_svg(b) for b in lay.boxes.values()]
         body += [_text_svg(t, halo=True) for r in lay.routes for t in r.label]
         if legend:
-            body += _legend(MARGIN, lay.height + 4.0)
+            body += _legend(MARGIN, lay.height + 4.0, self.width - 2 * MARGIN)[0]
         return body
 
     def to_svg(self) -> str:
@@ -895,7 +894,7 @@ class ModelGraphSet:
         body: list[str] = []
         if self.title:
             body.append(_text_svg(Text(MARGIN, MARGIN + 14, self.title, 18, True, color=TEXT, anchor="start")))
-        x, y, row_h, width = 0.0, top, 0.0, LEGEND_WIDTH + 2 * MARGIN
+        x, y, row_h, width = 0.0, top, 0.0, LEGEND_MIN_WIDTH + 2 * MARGIN
         for graph in self.graphs.values():
             w, h = graph.layout.width, graph.layout.height
             if x > 0 and x + w > self.max_row_width:
@@ -909,8 +908,8 @@ class ModelGraphSet:
             x += w
             width = max(width, x)
             row_h = max(row_h, h)
-        body += _legend(MARGIN, y + row_h + 4.0)
-        return _document(width, y + row_h + LEGEND_HEIGHT, marker, body)
+        legend, legend_height = _legend(MARGIN, y + row_h + 4.0, width - 2 * MARGIN)
+        return _document(width, y + row_h + legend_height, marker, body + legend)
 
     def _repr_svg_(self) -> str:
         return self.to_svg()
@@ -924,28 +923,45 @@ class ModelGraphSet:
 
 LEGEND_LABELS = ("block (shade = share of parameters)", "input / output tensor (shape without batch dims)",
                  "tensor between blocks")
-LEGEND_WIDTH = sum(3 * 20 + MONO_ADVANCE * SMALL * len(label) for label in LEGEND_LABELS) + 20 + 18
+LEGEND_ROW = 22.0
+"""Height of a row of the legend."""
 
 
-def _legend(x: float, y: float) -> list[str]:
-    """One row: swatches and labels, set in the monospace font (so that its width is known)."""
+def _legend_entries() -> list[tuple[tuple[tuple[str, str, int], ...], str]]:
     light = "#{:02x}{:02x}{:02x}".format(*BLOCK_LIGHT)
     dark = "#{:02x}{:02x}{:02x}".format(*BLOCK_DARK)
-    items = []
-    cx = x
-    for swatches, label in ((((light, BLOCK_STROKE, 2), (dark, BLOCK_STROKE, 2)), LEGEND_LABELS[0]),
-                            (((TENSOR_FILL, TENSOR_STROKE, 6),), LEGEND_LABELS[1]),
-                            ((), LEGEND_LABELS[2])):
+    return [(((light, BLOCK_STROKE, 2), (dark, BLOCK_STROKE, 2)), LEGEND_LABELS[0]),
+            (((TENSOR_FILL, TENSOR_STROKE, 6),), LEGEND_LABELS[1]),
+            ((), LEGEND_LABELS[2])]
+
+
+def _legend_entry_width(swatches: tuple, label: str) -> float:
+    return 20 * max(1, len(swatches)) + MONO_ADVANCE * SMALL * len(label) + 18
+
+
+LEGEND_MIN_WIDTH = max(_legend_entry_width(s, label) for s, label in _legend_entries())
+"""The widest entry of the legend: the narrowest a drawing gets (a narrow graph's legend wraps to more rows)."""
+
+
+def _legend(x: float, y: float, max_width: float) -> tuple[list[str], float]:
+    """Swatches and labels in rows no wider than ``max_width``, set in the monospace font (so that their widths are
+    known); returns the SVG elements and the legend's height."""
+    items: list[str] = []
+    cx, row = x, 0
+    for swatches, label in _legend_entries():
+        if cx > x and cx - x + _legend_entry_width(swatches, label) > max_width:
+            cx, row = x, row + 1
+        ry = y + row * LEGEND_ROW
         for fill, stroke, rx in swatches:
-            items.append(f'<rect x="{cx:.1f}" y="{y + 8:.1f}" width="16" height="12" rx="{rx}" fill="{fill}" '
+            items.append(f'<rect x="{cx:.1f}" y="{ry + 8:.1f}" width="16" height="12" rx="{rx}" fill="{fill}" '
                          f'stroke="{stroke}" stroke-width="1"/>')
             cx += 20
         if not swatches:
-            items.append(f'<path d="M{cx:.1f},{y + 14:.1f} H{cx + 16:.1f}" stroke="{EDGE}" stroke-width="1.2"/>')
+            items.append(f'<path d="M{cx:.1f},{ry + 14:.1f} H{cx + 16:.1f}" stroke="{EDGE}" stroke-width="1.2"/>')
             cx += 20
-        items.append(_text_svg(Text(cx, y + 18, label, SMALL, mono=True, color=SUBTLE, anchor="start")))
+        items.append(_text_svg(Text(cx, ry + 18, label, SMALL, mono=True, color=SUBTLE, anchor="start")))
         cx += MONO_ADVANCE * SMALL * len(label) + 18
-    return items
+    return items, (row + 1) * LEGEND_ROW + 12.0
 
 
 def _document(width: float, height: float, marker: str, body: list[str]) -> str:
