@@ -1,9 +1,11 @@
-"""The views follow the page's theme: in voila's dark theme (``?theme=dark``) the cockpit's and the Lab app's text is
-readable (its colour is light on the dark page) and the figures are not white boxes; in the light theme the same
-views keep dark text on a light page. Headless Chromium reads the colours the browser computed."""
+"""The views follow the page's theme: in JupyterLab's dark theme and in voila's (``?theme=dark``) the cockpit's and
+the Lab app's text is readable (its colour is light on the dark page) and the figures are not white boxes; in the
+light theme the same views keep dark text on a light page. Headless Chromium reads the colours the browser
+computed."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -13,9 +15,11 @@ from browser_utils import (
     chromium_page,
     jupyter_env,
     screenshot,
+    start_jupyterlab,
     start_maze_lab_lab,
     start_voila,
     wait_for_plots,
+    wait_until,
     write_notebook,
 )
 from run_utils import train_tiny_run
@@ -112,5 +116,35 @@ def test_the_lab_app_follows_the_dark_theme(tmp_path: Path, finished_run: Path) 
                              ".maze-lab-app .maze-lab-note"):
                 colours = page.evaluate(COLOURS, selector)
                 _check_readable(colours, dark=True)
+    finally:
+        server.stop()
+
+
+def test_the_cockpit_in_jupyterlabs_dark_theme(tmp_path: Path, finished_run: Path) -> None:
+    reason = browser_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    # the user's theme setting, as JupyterLab's settings menu writes it (into the test server's own settings folder)
+    themes = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
+    themes.parent.mkdir(parents=True)
+    themes.write_text(json.dumps({"theme": "JupyterLab Dark"}))
+    code = f"from maze_lab.widgets.dashboard import TrainingDashboard\nTrainingDashboard({str(finished_run)!r})"
+    root = write_notebook(tmp_path / "lab" / "cockpit.ipynb", [code]).parent
+    server = start_jupyterlab(root, tmp_path)
+    try:
+        server.wait_ready(timeout=120)
+        with chromium_page(width=1300, height=1100) as page:
+            page.goto(server.url.replace("/lab?", "/lab/tree/cockpit.ipynb?"))
+            page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=120_000)
+            assert page.evaluate("() => document.body.dataset.jpThemeLight") == "false"  # the dark theme is on
+            page.click(".jp-Notebook .jp-Cell .jp-InputArea-editor")
+            page.keyboard.press("Shift+Enter")
+            wait_until(lambda: page.query_selector(".maze-lab-cockpit-header") is not None, timeout=120,
+                       what="the cockpit in the notebook")
+            wait_for_plots(page, min_plots=2, min_points=1, timeout=120)
+            screenshot(page, "jupyterlab_cockpit_theme_dark")
+            colours = page.evaluate(COLOURS, ".maze-lab-cockpit-header")
+            assert colours["figures"] and colours["ticks"], colours
+            _check_readable(colours, dark=True)
     finally:
         server.stop()
