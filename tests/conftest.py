@@ -42,3 +42,10 @@ def pytest_configure(config: Any) -> None:
     A Python handler is reset to the default at ``exec``, so the commands the tests start get Ctrl-C as well."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    """Tests marked ``docs`` run last: the documentation build shows the notebooks as the notebook tests executed
+    them (``test-artifacts/executed/``), so in a full run it comes after them instead of executing them again."""
+    items[:] = [item for item in items if item.get_closest_marker("docs") is None] + \
+               [item for item in items if item.get_closest_marker("docs") is not None]

@@ -4,20 +4,30 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
+EXECUTED = REPO / "test-artifacts" / "executed"
+"""Where each notebook the tests executed is kept (git-ignored): the documentation site shows these outputs instead
+of executing the notebooks again (``docs/conf.py``)."""
 
 
 def execute(name: str, tmp_path: Path, **parameters: Any) -> tuple[Path, dict]:
     """Execute ``notebooks/<name>`` with its defaults (plus ``parameters``) under ``tmp_path``; returns the run
-    directory and the executed notebook as a dict (nbformat JSON)."""
+    directory and the executed notebook as a dict (nbformat JSON). A copy of the executed notebook is kept as
+    ``test-artifacts/executed/<name>`` for the documentation site."""
     from maze_lab.run.papermill_run import run_notebook
 
     run_dir, executed = run_notebook(NOTEBOOKS / name, parameters, log_base_dir=tmp_path / "outputs")
-    return run_dir, json.loads(executed.read_text())
+    text = executed.read_text()
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    part = EXECUTED / f".{Path(name).name}.{os.getpid()}.part"
+    part.write_text(text)
+    part.replace(EXECUTED / Path(name).name)  # whole or not at all, for a docs build reading it meanwhile
+    return run_dir, json.loads(text)
 
 
 def cells(nb: dict, kind: str = "code") -> list[dict]:
