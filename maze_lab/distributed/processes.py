@@ -1,5 +1,6 @@
-"""Local worker processes: the one protocol of maze-lab's pools of worker processes (the subprocess vector env, the
-ES workers, the ``runner=processes`` rollout workers and IMPALA's actors).
+"""Local worker processes: the local transport of maze-lab's worker protocol (:mod:`maze_lab.distributed.protocol`),
+for the pools of worker processes (the subprocess vector env, the ES workers, the ``runner=processes`` rollout workers
+and IMPALA's actors); :mod:`maze_lab.distributed.ray_workers` carries the same protocol over Ray.
 
 A worker is a ``multiprocessing`` process started with a payload (cloudpickled by the caller: lambdas and notebook
 functions work) and one pipe to the driver. On the worker's side :func:`serve` ignores SIGINT (the driver handles
@@ -12,6 +13,7 @@ whose pipe broke as :class:`WorkerDied` naming the worker, its pid and how it en
 they still send until they answer or their pipes end, then terminates and at last kills those still running.
 
 The pools turn these errors into their own (subclasses of :class:`WorkerError`), with the words of their users.
+The protocol's names are importable from here too.
 """
 
 from __future__ import annotations
@@ -28,52 +30,13 @@ from typing import Any
 import cloudpickle
 
 from maze_lab.core.utils import pickling
+from maze_lab.distributed.protocol import CLOSE, NO_REPLY, WorkerDied, WorkerError, WorkerRaised, died_message
 
-CLOSE = "close"
-"""The command that ends a worker's serve loop (after the worker's ``close`` hook ran)."""
-
-NO_REPLY: Any = object()
-"""What a worker's command handler returns for a command that is not answered (a one-way message)."""
+__all__ = ["CLOSE", "NO_REPLY", "WorkerDied", "WorkerError", "WorkerProcess", "WorkerRaised", "died_message",
+           "end_process", "how_it_ended", "ready_workers", "run_worker", "serve", "shutdown_workers"]
+"""The protocol's names (:mod:`maze_lab.distributed.protocol`) and the local transport's."""
 
 _NOT_BUILT: Any = object()
-
-
-class WorkerError(RuntimeError):
-    """A worker process failed: it raised (the message carries its traceback) or it died."""
-
-
-class WorkerDied(WorkerError):
-    """A worker's pipe broke without an error report: the worker was killed, ran out of memory or exited.
-
-    :param worker: the worker.
-    :param how: how it ended (``signal 9 (SIGKILL)``, ``exit code 1``); None: still running after a while.
-    """
-
-    def __init__(self, worker: WorkerProcess, how: str | None):
-        super().__init__(f"{worker.describe()} died: {how or 'its pipe closed'}")
-        self.worker = worker
-        self.how = how
-
-
-class WorkerRaised(WorkerError):
-    """A worker reported an exception (building from its payload, or in a command); the worker is still running.
-
-    :param worker: the worker.
-    :param trace: the worker's traceback text.
-    """
-
-    def __init__(self, worker: WorkerProcess, trace: str):
-        super().__init__(f"{worker.describe()} raised. The worker's traceback:\n{trace}")
-        self.worker = worker
-        self.trace = trace
-
-
-def died_message(who: str, how: str, aftermath: str, during: str | None = None) -> str:
-    """The message of a worker that died without reporting an error: ``who died: how, [while during, ]without
-    reporting an error (...); aftermath``."""
-    while_ = f"while {during}, " if during else ""
-    return (f"{who} died: {how}, {while_}without reporting an error (killed from outside, or out of memory?); "
-            f"{aftermath}")
 
 
 def how_it_ended(proc: Any, timeout: float = 5.0) -> str | None:

@@ -1,20 +1,16 @@
-"""Starting or joining Ray, and the Ray actors of worker pools: maze-lab's one way to Ray, for the trainers' workers
-(``runner=ray``, ES and IMPALA on Ray) and for the run layer's sweeps, notebook batches and studies.
+"""Starting or joining Ray: maze-lab's one way to Ray, for the trainers' workers (``runner=ray``, ES and IMPALA on
+Ray, whose actors :mod:`maze_lab.distributed.ray_workers` makes) and for the run layer's sweeps, notebook batches and
+studies.
 
-Ray is imported only here and only when something asks for it; installing it is optional (``maze-lab[scale]``).
+Ray is imported only when something asks for it (:func:`import_ray`); installing it is optional (``maze-lab[scale]``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Sequence
 from typing import Any
 
 from maze_lab.core.utils.factory import ConfigurationError
-from maze_lab.core.utils.log import get_logger
-
-_log = get_logger(__name__)
 
 
 def import_ray() -> Any:
@@ -103,42 +99,3 @@ def _check_reachable(address: str, label: str, local: str) -> None:
             f"{label}: no Ray cluster answers at {host}:{port} ({err.strerror or err}). Start one with "
             f"`ray start --head --port={port}` on that machine (Ray Client, ray://: the head's port 10001) and "
             f"`ray start --address=HEAD:6379` on the others, {local}") from None
-
-
-def stop_ray_actors(actors: Sequence[Any], timeout: float = 30.0) -> None:
-    """Ask each actor to close (``actor.close.remote()``: flush and close its envs), wait up to ``timeout`` seconds
-    for those that still answer, then kill them all. A dead or failing actor cannot flush; the others still do."""
-    ray = import_ray()
-    if not actors or not ray.is_initialized():
-        return  # nothing started, or Ray was shut down already and the actors went with it
-    refs = [a.close.remote() for a in actors]
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-    for ref in ready:
-        with contextlib.suppress(Exception):
-            ray.get(ref)
-    for actor in actors:
-        with contextlib.suppress(Exception):  # already gone
-            ray.kill(actor)
-
-
-def remote_worker_class(body: type, n_workers: int, num_cpus_per_worker: float, num_gpus_per_worker: float,
-                        owns_ray: bool, what: str) -> Any:
-    """``ray.remote`` of a worker body with the resources each worker reserves, after checking that the cluster
-    can place ``n_workers`` of them: a Ray started by this run (``owns_ray``) never grows, so too few CPUs is an
-    error there; on a cluster it is a warning (the workers wait for nodes to join).
-
-    Ray never restarts these actors itself: a worker's death reaches its owner, which decides (a named error, or a
-    fresh worker where the algorithm allows, see ``runner.max_worker_restarts``).
-
-    :param what: the workers, for messages (``runner=ray``, ``ES on Ray``).
-    """
-
-    ray = import_ray()
-    need, have = n_workers * num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
-    if need > have:
-        message = (f"{what}: {n_workers} workers x {num_cpus_per_worker:g} CPUs need {need:g} CPUs; the Ray cluster "
-                   f"has {have:g}. Lower runner.n_workers or runner.num_cpus_per_worker")
-        if owns_ray:
-            raise RuntimeError(message)
-        _log.warning(f"{message}, or add nodes (the workers wait until the cluster has room)")
-    return ray.remote(num_cpus=num_cpus_per_worker, num_gpus=num_gpus_per_worker, max_restarts=0)(body)

@@ -7,11 +7,12 @@ out (the policy still runs in the kernel, one pipe round trip per step). Here ea
 kernel only publishes the weights once per update, waits (without the interpreter lock) and merges the workers'
 packed rollouts. The run (RunContext, trainer, learner) stays in the kernel.
 
-The worker body, the packing and merging of rollouts and the trainer-facing generator are those of
-:mod:`maze_lab.train.ray_rollouts` (:class:`_RolloutWorker`, :func:`pack_rollout`, :func:`merge_packed`,
-:class:`RayRolloutGenerator`); what differs is the transport: a pipe per worker for commands and rollouts, and the
-weights in one shared-memory array (IMPALA's :class:`~maze_lab.train.trainers.impala.actors.SharedWeights`), so a
-new set of weights costs the learner one flat copy instead of pickling a state dict per worker.
+The worker (:class:`RolloutWorker` and its commands, :func:`rollout_command`) is the one ``runner=ray``'s actors run
+too, and the packing and merging of rollouts and the trainer-facing generator are those of
+:mod:`maze_lab.train.ray_rollouts` (:func:`pack_rollout`, :func:`merge_packed`, :class:`RayRolloutGenerator`); what
+differs is the transport (:mod:`maze_lab.distributed.processes`): a pipe per worker for commands and rollouts, and
+the weights in one shared-memory array (IMPALA's :class:`~maze_lab.train.trainers.impala.actors.SharedWeights`), so a
+new set of weights costs the learner one flat copy instead of pickling them for every worker.
 
 Seeds as with Ray: env ``e`` of worker ``w`` is reset with ``seed + w * envs_per_worker + e``, worker ``w`` samples
 from torch seeded with ``seed + w``; the same seed and number of workers repeat a run exactly.
@@ -32,12 +33,15 @@ from functools import partial
 from multiprocessing.connection import wait
 from typing import Any
 
+import cloudpickle
+
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.factory import ConfigurationError
 from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.distributed.processes import (
+    NO_REPLY,
     WorkerDied,
     WorkerError,
     WorkerProcess,
@@ -51,7 +55,8 @@ from maze_lab.train.ray_rollouts import (
     EnvFactory,
     RayEnvGroup,
     RayRolloutGenerator,
-    _RolloutWorker,
+    pack_rollout,
+    rolling_out,
     worker_group_parts,
 )
 
@@ -82,53 +87,99 @@ def validate_process_runner(runner: Any, algorithm: Any) -> None:
     check_worker_counts(runner)
 
 
-# ---- the worker process ---------------------------------------------------------------------------------------
+# ---- the worker: the same on both transports (these processes, and runner=ray's actors) ------------------------
 
 
-class _Served:
-    """What a rollout worker process holds: the worker body, its policy's tensors, the version of their weights."""
+class RolloutWorker:
+    """What a rollout worker holds: a local vector env of its envs, a RolloutGenerator over it, a CPU copy of the
+    policy, that policy's tensors (the published weights are copied into them) and the version of their weights."""
 
-    def __init__(self, worker: _RolloutWorker, tensors: list[Any]):
-        self.worker = worker
-        self.tensors = tensors
+    def __init__(self, index: int, factories_payload: bytes, policy_payload: bytes, torch_seed: int | None):
+        import torch
+
+        from maze_lab.train.trainers.common.rollout import RolloutGenerator
+        from maze_lab.train.trainers.impala.actors import _policy_tensors
+        from maze_lab.train.vector_env import SequentialVectorEnv
+
+        torch.set_num_threads(1)  # one core per worker: more threads only contend with the other workers
+        if torch_seed is not None:
+            torch.manual_seed(torch_seed)
+        self.index = index
+        self.venv = SequentialVectorEnv(cloudpickle.loads(factories_payload))
+        try:
+            self.generator = RolloutGenerator(self.venv)
+            self.policy = cloudpickle.loads(policy_payload)
+            self.tensors = _policy_tensors(self.policy)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.venv.close()
+            raise
         self.version = -1
 
+    def rollout(self, n_steps: int, epoch: int | None, sampler: Any = None) -> tuple[Any, list[LogStats], float]:
+        """Roll out ``n_steps`` with the weights held and return (packed rollout, finished episodes' statistics,
+        seconds)."""
+        from maze_lab.train.vector_env import pop_episode_stats
 
-def _build(index: int, factories_payload: bytes, policy_payload: bytes, torch_seed: int | None) -> _Served:
-    """The worker body (its envs and policy copy) and the tensors the published weights are copied into."""
-    from maze_lab.train.trainers.impala.actors import _policy_tensors
+        t0 = time.perf_counter()
+        self.policy.eval()
+        rollout = self.generator.rollout(self.policy, n_steps, epoch=epoch, sampler=sampler)
+        for env in self.venv.envs:
+            # the run layer flushes the event logs of envs it holds when training ends; these are here
+            env.flush_event_logs()
+        return pack_rollout(rollout), pop_episode_stats(self.venv.envs), time.perf_counter() - t0
 
-    worker = _RolloutWorker(index, factories_payload, policy_payload, torch_seed)
-    try:
-        return _Served(worker, _policy_tensors(worker.policy))
-    except BaseException:
-        with contextlib.suppress(Exception):
-            worker.close()
-        raise
+    def call(self, name: str, args: tuple, kwargs: dict) -> tuple[str, Any]:
+        """Call a method on every env of this worker: ("ok", results), or ("error", traceback) where it raised (a
+        failed call leaves the worker as it was, as in SubprocVectorEnv.call)."""
+        import traceback
+
+        try:
+            return "ok", [getattr(env, name)(*args, **kwargs) for env in self.venv.envs]
+        except Exception:  # noqa: BLE001 - reported to the caller; the envs are unaffected
+            return "error", traceback.format_exc()
+
+    def close(self) -> None:
+        """Flush the envs' event logs and close them."""
+        for env in self.venv.envs:
+            flush = getattr(env, "flush_event_logs", None)
+            if flush is not None:
+                flush()
+        self.venv.close()
+
+
+def rollout_command(weights: Any, worker: RolloutWorker, cmd: str, data: Any) -> Any:
+    """A rollout worker's answer to one command of the driver.
+
+    :param weights: the SharedWeights the driver publishes into (local processes); None: the weights arrive as a
+        ``weights`` command (Ray: one object in the object store for all workers).
+    """
+    if cmd == "rollout":
+        n_steps, epoch, sampler = data
+        if weights is not None:
+            worker.version = weights.pull(worker.tensors, worker.version)  # the weights published for this update
+        return worker.rollout(n_steps, epoch, sampler)
+    if cmd == "weights":
+        from maze_lab.train.trainers.impala.actors import load_flat_weights
+
+        load_flat_weights(worker.tensors, data)
+        return NO_REPLY
+    if cmd == "reset":
+        return worker.generator.reset(data)  # env e with seed + e
+    if cmd == "call":
+        return worker.call(*data)
+    raise ValueError(f"unknown command {cmd!r}")
 
 
 def _worker_main(conn: Any, factories_payload: bytes, index: int, policy_payload: bytes, torch_seed: int | None,
                  weights: Any) -> None:
-    """A rollout worker: build the envs and the policy copy, then serve commands until told to close.
+    """A rollout worker process: build the envs and the policy copy, then serve commands until told to close.
 
     Commands arrive cloudpickled (a sampler or a ``call`` argument may be a lambda); replies are ("ok", value) or
     ("error", traceback). A failed command is reported and the worker keeps serving; the driver decides. The envs
     flush their event logs before the close is answered."""
-    serve(conn, partial(_build, index, factories_payload, policy_payload, torch_seed), partial(_command, weights),
-          close=lambda served: served.worker.close(), ready=lambda _: os.getpid(), cloudpickled=True)
-
-
-def _command(weights: Any, served: _Served, cmd: str, data: Any) -> Any:
-    """A rollout worker's answer to one command of the driver."""
-    if cmd == "rollout":
-        n_steps, epoch, sampler = data
-        served.version = weights.pull(served.tensors, served.version)  # the weights published for this update
-        return served.worker.rollout(None, n_steps, epoch, sampler)
-    if cmd == "reset":
-        return served.worker.reset(data)
-    if cmd == "call":
-        return served.worker.call(*data)
-    raise ValueError(f"unknown command {cmd!r}")
+    serve(conn, partial(RolloutWorker, index, factories_payload, policy_payload, torch_seed),
+          partial(rollout_command, weights), close=RolloutWorker.close, ready=lambda _: os.getpid(), cloudpickled=True)
 
 
 # ---- the driver side ------------------------------------------------------------------------------------------
@@ -138,7 +189,8 @@ class ProcessEnvGroup(RayEnvGroup):
     """Stands where the training vector env would (``trainer.env``), its envs in local worker processes: the spaces,
     ``n_envs``, the ``train`` statistics of the episodes the workers finished, ``call`` on all envs, ``close``.
 
-    ``actors`` holds the worker processes (empty until the first rollout and after close), ``pids`` their ids.
+    ``workers`` (and ``actors``) hold the worker processes (empty until the first rollout and after close), ``pids``
+    their ids.
 
     :param env_factories: one picklable factory per env (``n_workers * envs_per_worker``).
     :param n_workers: processes; worker w holds factories ``w * envs_per_worker ... (w+1) * envs_per_worker - 1``.
@@ -154,12 +206,17 @@ class ProcessEnvGroup(RayEnvGroup):
                  start_method: str = "spawn"):
         super().__init__(env_factories, n_workers, logging_prefix, writers, spaces)
         self.start_method = start_method
-        self.actors: list[WorkerProcess] = []
+        self.workers: list[WorkerProcess] = []
         self.weights: Any = None
         self._version = 0
         self._finalizer: Any = None
         self._failure: ProcessWorkerError | None = None
         """The error that shut the workers down, if any (named again where the group is used after it)."""
+
+    @property
+    def actors(self) -> list[WorkerProcess]:
+        """The worker processes (empty until the first rollout and after close)."""
+        return self.workers
 
     def start(self, policy: Any, seed: int | None) -> None:
         """Start the worker processes with a CPU copy of ``policy`` (its weights are published before every
@@ -178,14 +235,14 @@ class ProcessEnvGroup(RayEnvGroup):
         k = self.envs_per_worker
         try:
             for w in range(self.n_workers):
-                self.actors.append(WorkerProcess.start(
+                self.workers.append(WorkerProcess.start(
                     ctx, f"rollout worker {w}", _worker_main, pickling.dumps(self.factories[w * k:(w + 1) * k]), w,
                     policy_payload, None if seed is None else seed + w, self.weights,
                     process_name=f"maze-lab-rollout-worker-{w}", cloudpickled=True))
-            self.pids = [worker.pid for worker in self.actors]
+            self.pids = [worker.pid for worker in self.workers]
             # a group dropped without close() (a trainer garbage-collected in a test) still ends its workers; the
             # finalizer holds no reference to the group
-            self._finalizer = weakref.finalize(self, shutdown_workers, list(self.actors), _CLOSE_TIMEOUT)
+            self._finalizer = weakref.finalize(self, shutdown_workers, list(self.workers), _CLOSE_TIMEOUT)
             self._exchange(None, "starting")  # each worker reports once its envs are built
             self._replay_pending_calls()
         except ProcessWorkerError:
@@ -200,19 +257,19 @@ class ProcessEnvGroup(RayEnvGroup):
         The wait for the replies releases the interpreter lock. A worker that raised or died stops all workers and
         is raised as ProcessWorkerError; an interrupt stops them too (their pipes would be out of step), and the
         next rollout starts fresh ones."""
-        if not self.actors:
+        if not self.workers:
             raise RuntimeError(f"the {self.worker_label}s are not running (closed, or stopped by an interrupt)")
         try:
             try:
                 if messages is not None:
-                    for worker, message in zip(self.actors, messages, strict=True):
+                    for worker, message in zip(self.workers, messages, strict=True):
                         worker.send(message)
-                replies: list[Any] = [None] * len(self.actors)
-                waiting = {worker.conn: w for w, worker in enumerate(self.actors)}
+                replies: list[Any] = [None] * len(self.workers)
+                waiting = {worker.conn: w for w, worker in enumerate(self.workers)}
                 while waiting:
                     for conn in wait(list(waiting)):
                         w = waiting.pop(conn)
-                        replies[w] = self.actors[w].receive()
+                        replies[w] = self.workers[w].receive()
                 return replies
             except WorkerDied as died:
                 raise self._died(died, during) from None
@@ -244,26 +301,16 @@ class ProcessEnvGroup(RayEnvGroup):
                                                f"The worker's traceback:\n{trace}")
         return self._failure
 
-    def reset_workers(self, seed: int | None) -> None:
-        """Reset every worker's envs: env e of worker w with ``seed + w * envs_per_worker + e``."""
-        k = self.envs_per_worker
-        self._exchange([("reset", None if seed is None else seed + w * k) for w in range(self.n_workers)],
-                       "resetting its envs")
-
-    def _call_workers(self, name: str, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
-        return self._exchange([("call", (name, args, kwargs))] * self.n_workers, f"calling {name!r}")
-
     def rollout_workers(self, policy: Any, n_steps: int, epoch: int | None,
                         sampler: Any) -> list[tuple[Any, list[LogStats], float]]:
         """Publish the weights of ``policy`` (one flat copy into shared memory) and have every worker roll out."""
         self._version += 1
         self.weights.publish(policy, self._version)
-        return self._exchange([("rollout", (n_steps, epoch, sampler))] * self.n_workers,
-                              f"rolling out epoch {epoch}" if epoch is not None else "rolling out")
+        return self._exchange([("rollout", (n_steps, epoch, sampler))] * self.n_workers, rolling_out(epoch))
 
     def _stop_actors(self) -> None:
         """Stop the worker processes (those that still answer flush their envs' event logs first)."""
-        workers, self.actors = self.actors, []
+        workers, self.workers = self.workers, []
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None

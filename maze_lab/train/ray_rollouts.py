@@ -5,9 +5,10 @@ Training: each of ``n_workers`` actors holds ``envs_per_worker`` envs (built fro
 factories, monitoring and LogStatsWrapper included) and a copy of the policy. Once per update the driver puts the
 policy weights into Ray's object store (``ray.put`` once, every actor gets the same reference); each actor then runs
 the whole rollout of ``n_rollout_steps`` with policy inference on its own CPU and returns it with the statistics of
-the episodes it finished. :class:`RayRolloutGenerator` concatenates the actors' rollouts along the env axis into the
-:class:`~maze_lab.train.trainers.common.rollout.Rollout` the local RolloutGenerator returns, so the trainers'
-updates are unchanged.
+the episodes it finished. The actors carry the worker protocol of :mod:`maze_lab.distributed.ray_workers` and run the
+worker of ``runner=processes`` (:class:`~maze_lab.train.process_rollouts.RolloutWorker`). :class:`RayRolloutGenerator`
+concatenates the actors' rollouts along the env axis into the :class:`~maze_lab.train.trainers.common.rollout.Rollout`
+the local RolloutGenerator returns, so the trainers' updates are unchanged.
 
 Seeds: env ``e`` of worker ``w`` is reset with ``seed + w * envs_per_worker + e`` (what env ``i`` of a local vector
 env gets); worker ``w`` samples actions from torch seeded with ``seed + w``. The start states equal a local run's;
@@ -18,13 +19,12 @@ and workers) but does not reproduce a local run's numbers.
 from __future__ import annotations
 
 import copy
-import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import cloudpickle
 import numpy as np
@@ -33,125 +33,45 @@ from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
+from maze_lab.distributed.protocol import WorkerDied, WorkerError, WorkerRaised
 
 # RayConnectionError is raised through this module's API (runner.address): imported for its callers too
-from maze_lab.distributed.ray_runtime import (  # noqa: F401
-    RayConnectionError,
-    ensure_ray,
-    remote_worker_class,
-    stop_ray_actors,
-)
+from maze_lab.distributed.ray_runtime import RayConnectionError, ensure_ray  # noqa: F401
+from maze_lab.distributed.ray_workers import RayWorker, gather, remote_worker_class, shutdown_ray_workers
 from maze_lab.train.vector_env import MIXED_POLICY_KEYS_ADVICE, EpochEpisodeStats, MixedPolicyKeysError
 
 EnvFactory = Callable[[], Any]
+E = TypeVar("E", bound=Exception)
 
 
 class RayWorkerError(RuntimeError):
     """A Ray rollout worker raised (the message carries its traceback) or died (the message names it)."""
 
 
-# ---- starting / joining Ray: maze_lab.distributed.ray_runtime.ensure_ray (one way for every Ray user) ----
+def ray_worker_error(error: type[E], failure: WorkerError, during: str, workers: str) -> E:
+    """The pool's error for a Ray worker that raised, failed to start or died (the pool shut all its workers down),
+    naming the worker and what it was doing, with its traceback where it sent one.
 
-
-def get_from_worker(ref: Any, name: str, pid: int | None, during: str, workers: str, error: type[Exception],
-                    shut_down: Callable[[], None]) -> Any:
-    """``ray.get`` of one Ray worker's reference. Where the worker raised, failed to start or died, ``shut_down()``
-    stops all workers and ``error`` is raised naming the worker (``name``, ``pid``) and what it was doing
-    (``during``), with its traceback where Ray has one.
-
-    :param workers: what ``shut_down`` stopped, for the message (``Ray workers``, ``ES Ray workers``).
+    :param failure: the transport's error (:class:`WorkerRaised`, :class:`WorkerDied`).
+    :param workers: what was shut down, for the message (``Ray workers``, ``ES Ray workers``).
     """
-    import ray
-
-    try:
-        return ray.get(ref)
-    except ray.exceptions.RayActorError as err:
-        shut_down()
-        text = str(err)
-        if "creation task" in text:  # the actor's __init__ (building its envs, policy ...) raised: its traceback
-            raise error(f"{name} failed to start (building it raised); all {workers} were shut down. The worker's "
-                        f"traceback:\n{_plain(text)}") from err
-        raise error(f"{name} (pid {pid}) died while {during}: its process ended without reporting an error (killed "
-                    f"from outside, out of memory, or its node went away); all {workers} were shut down. The last "
-                    f"checkpoint stays as it was. Ray said: {' '.join(text.split())[:400]}") from None
-    except ray.exceptions.RayTaskError as err:
-        shut_down()
-        raise error(f"{name} (pid {pid}) raised while {during}; all {workers} were shut down. The worker's "
-                    f"traceback:\n{_plain(str(err))}") from err
+    worker = failure.worker
+    name = f"{worker.name} ({worker.detail})" if worker.detail else worker.name
+    if isinstance(failure, WorkerRaised):
+        if not worker.built:  # its build raised: the first answer carried the traceback
+            return error(f"{name} failed to start (building it raised); all {workers} were shut down. The worker's "
+                         f"traceback:\n{failure.trace}")
+        return error(f"{name} (pid {worker.pid}) raised while {during}; all {workers} were shut down. The worker's "
+                     f"traceback:\n{failure.trace}")
+    how = failure.how if isinstance(failure, WorkerDied) else str(failure)
+    return error(f"{name} (pid {worker.pid}) died while {during}: its process ended without reporting an error (killed "
+                 f"from outside, out of memory, or its node went away); all {workers} were shut down. The last "
+                 f"checkpoint stays as it was. Ray said: {(how or '')[:400]}")
 
 
-def _plain(text: str) -> str:
-    """Ray's error text without its terminal colour codes."""
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
-
-# ---- the rollout actor ------------------------------------------------------------------------------------------
-
-
-class _RolloutWorker:
-    """The body of a Ray rollout actor: a local vector env, a RolloutGenerator over it and a copy of the policy."""
-
-    def __init__(self, index: int, factories_payload: bytes, policy_payload: bytes, torch_seed: int | None):
-        import torch
-
-        from maze_lab.train.trainers.common.rollout import RolloutGenerator
-        from maze_lab.train.vector_env import SequentialVectorEnv
-
-        torch.set_num_threads(1)  # one core per worker: more threads only contend with the other workers
-        if torch_seed is not None:
-            torch.manual_seed(torch_seed)
-        self.index = index
-        self.venv = SequentialVectorEnv(cloudpickle.loads(factories_payload))
-        self.generator = RolloutGenerator(self.venv)
-        self.policy = cloudpickle.loads(policy_payload)
-
-    def pid(self) -> int:
-        """The worker's process id (named in errors)."""
-        return os.getpid()
-
-    def node_id(self) -> str:
-        """The id of the Ray node the worker runs on (where a cluster placed it)."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
-    def reset(self, seed: int | None) -> None:
-        """Reset the worker's envs (env e with ``seed + e``)."""
-        self.generator.reset(seed)
-
-    def rollout(self, weights: dict[str, Any] | None, n_steps: int, epoch: int | None,
-                sampler: Any = None) -> tuple[Any, list[LogStats], float]:
-        """Load the weights, roll out ``n_steps`` and return (packed rollout, finished episodes' statistics,
-        seconds)."""
-        from maze_lab.train.vector_env import pop_episode_stats
-
-        t0 = time.perf_counter()
-        if weights is not None:
-            self.policy.load_state_dict(weights)
-        self.policy.eval()
-        rollout = self.generator.rollout(self.policy, n_steps, epoch=epoch, sampler=sampler)
-        for env in self.venv.envs:
-            # the run layer flushes the event logs of envs it holds when training ends; these are here
-            env.flush_event_logs()
-        return pack_rollout(rollout), pop_episode_stats(self.venv.envs), time.perf_counter() - t0
-
-    def call(self, name: str, args: tuple, kwargs: dict) -> tuple[str, Any]:
-        """Call a method on every env of this worker: ("ok", results), or ("error", traceback) where it raised (a
-        failed call leaves the worker as it was, as in SubprocVectorEnv.call)."""
-        import traceback
-
-        try:
-            return "ok", [getattr(env, name)(*args, **kwargs) for env in self.venv.envs]
-        except Exception:  # noqa: BLE001 - reported to the caller; the envs are unaffected
-            return "error", traceback.format_exc()
-
-    def close(self) -> None:
-        """Flush the envs' event logs and close them."""
-        for env in self.venv.envs:
-            flush = getattr(env, "flush_event_logs", None)
-            if flush is not None:
-                flush()
-        self.venv.close()
+def rolling_out(epoch: int | None) -> str:
+    """What a worker does during a rollout, for messages."""
+    return f"rolling out epoch {epoch}" if epoch is not None else "rolling out"
 
 
 # ---- the driver side ----------------------------------------------------------------------------------------
@@ -160,6 +80,10 @@ class _RolloutWorker:
 class RayEnvGroup(EpochEpisodeStats):
     """Stands where the training vector env would (``trainer.env``): the spaces, ``n_envs``, the ``train``
     statistics of the episodes the Ray workers finished, ``call`` on all envs, and ``close`` of the actors.
+
+    ``workers`` holds the workers (:class:`~maze_lab.distributed.ray_workers.RayWorker`; empty until the first
+    rollout and after close), ``actors`` their Ray actors, ``pids`` their process ids. Each worker runs the
+    :class:`~maze_lab.train.process_rollouts.RolloutWorker` of ``runner=processes``.
 
     :param env_factories: one picklable factory per env (``n_workers * envs_per_worker``).
     :param n_workers: Ray actors; worker w holds factories ``w * envs_per_worker ... (w+1) * envs_per_worker - 1``.
@@ -190,7 +114,7 @@ class RayEnvGroup(EpochEpisodeStats):
             spaces = (env.observation_spaces_dict, env.action_spaces_dict, env.agent_counts_dict)
             env.close()
         self.observation_spaces_dict, self.action_spaces_dict, self.agent_counts_dict = spaces
-        self.actors: list[Any] = []
+        self.workers: list[Any] = []
         self.pids: list[int | None] = []
         self._pending_calls: list[tuple[str, tuple, dict]] = []
         self._closed = False
@@ -206,7 +130,12 @@ class RayEnvGroup(EpochEpisodeStats):
     @property
     def started(self) -> bool:
         """Whether the actors exist."""
-        return bool(self.actors)
+        return bool(self.workers)
+
+    @property
+    def actors(self) -> list[Any]:
+        """The workers' Ray actors (empty until the first rollout and after close)."""
+        return [worker.actor for worker in self.workers]
 
     @property
     def failure(self) -> RuntimeError | None:
@@ -220,13 +149,17 @@ class RayEnvGroup(EpochEpisodeStats):
                                       f"{self._failure}") from self._failure
 
     def start(self, policy: Any, seed: int | None) -> None:
-        """Create the actors with a CPU copy of ``policy`` (its weights are sent again before every rollout)."""
+        """Create the actors with a CPU copy of ``policy`` (its weights are sent again before every rollout) and wait
+        until each has built its envs."""
+        from maze_lab.train.process_rollouts import RolloutWorker, rollout_command
+
         self._raise_failure()
         if self._closed or self._broken:
             raise RuntimeError("this RayEnvGroup is closed (after close() or a worker failure)")
-        # a local Ray started here never grows: too few CPUs is an error there (the workers would wait forever)
-        remote_cls = remote_worker_class(_RolloutWorker, self.n_workers, self.num_cpus_per_worker,
-                                         self.num_gpus_per_worker, self.owns_ray, "runner=ray")
+        # a local Ray started here never grows: too few CPUs is an error there (the workers would wait forever); the
+        # actors' processes are titled ray::_RolloutWorker
+        actor_class = remote_worker_class("_RolloutWorker", self.n_workers, self.num_cpus_per_worker,
+                                          self.num_gpus_per_worker, self.owns_ray, "runner=ray")
         policy_copy = copy.deepcopy(policy)
         policy_copy.to("cpu")
         policy_payload = pickling.dumps(policy_copy)
@@ -234,9 +167,14 @@ class RayEnvGroup(EpochEpisodeStats):
         try:
             for w in range(self.n_workers):
                 payload = pickling.dumps(self.factories[w * k:(w + 1) * k])
-                self.actors.append(remote_cls.remote(w, payload, policy_payload, None if seed is None else seed + w))
-            self.pids = list(self._get([a.pid.remote() for a in self.actors], "starting"))
+                build = partial(RolloutWorker, w, payload, policy_payload, None if seed is None else seed + w)
+                self.workers.append(RayWorker.start(actor_class, f"Ray worker {w}", build,
+                                                   partial(rollout_command, None), close=RolloutWorker.close))
+            self._exchange(None, "starting")  # each worker answers once its envs are built
+            self.pids = [worker.pid for worker in self.workers]
             self._replay_pending_calls()
+        except RayWorkerError:
+            raise  # the workers are shut down already
         except BaseException:
             self._fail()
             raise
@@ -247,15 +185,17 @@ class RayEnvGroup(EpochEpisodeStats):
         for name, args, kwargs in pending:
             self.call(name, *args, **kwargs)
 
-    def _get(self, refs: list[Any], during: str) -> list[Any]:
-        """``ray.get`` of one reference per worker; a worker's error or death is raised as RayWorkerError naming
-        the worker (and all actors are shut down)."""
+    def _exchange(self, messages: list[tuple[str, Any]] | None, during: str) -> list[Any]:
+        """Send one message per worker (None: send nothing) and receive one answer from each, in worker order. A
+        worker that raised or died stops all workers and is raised as RayWorkerError naming it."""
+        if not self.workers:
+            raise RuntimeError(f"the {self.worker_label}s are not running (closed, or shut down after a failure)")
         try:
-            return [get_from_worker(ref, f"Ray worker {w}", self.pids[w] if w < len(self.pids) else None, during,
-                                    "Ray workers", RayWorkerError, self._fail) for w, ref in enumerate(refs)]
-        except RayWorkerError as err:
-            self._failure = err
-            raise
+            return gather(self.workers, messages)
+        except WorkerError as failure:
+            self._fail()
+            self._failure = ray_worker_error(RayWorkerError, failure, during, "Ray workers")
+            raise self._failure from None
 
     def _fail(self) -> None:
         self._broken = True
@@ -264,20 +204,20 @@ class RayEnvGroup(EpochEpisodeStats):
     def reset_workers(self, seed: int | None) -> None:
         """Reset every worker's envs: env e of worker w with ``seed + w * envs_per_worker + e``."""
         k = self.envs_per_worker
-        self._get([a.reset.remote(None if seed is None else seed + w * k) for w, a in enumerate(self.actors)],
-                  "resetting its envs")
+        self._exchange([("reset", None if seed is None else seed + w * k) for w in range(self.n_workers)],
+                       "resetting its envs")
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
         """Call a method on every env (in env order); before the actors exist a ``set_*`` call is kept and made
         when they start (e.g. normalization statistics of a checkpoint)."""
-        if not self.actors:
+        if not self.workers:
             self._raise_failure()
             if name.startswith("set_") and not self._broken:
                 self._pending_calls.append((name, args, kwargs))
                 return [None] * self.n_envs
             raise RuntimeError(f"the {self.worker_label}s are not started yet; '{name}' is available after the first "
                                f"rollout")
-        replies = self._call_workers(name, args, kwargs)
+        replies = self._exchange([("call", (name, args, kwargs))] * self.n_workers, f"calling {name!r}")
         errors = [data for status, data in replies if status == "error"]
         if errors:
             from maze_lab.train.vector_env import VectorEnvCallError
@@ -285,23 +225,22 @@ class RayEnvGroup(EpochEpisodeStats):
             raise VectorEnvCallError(f"calling '{name}' on the envs failed in a {self.worker_label}:\n{errors[0]}")
         return [r for _, per_worker in replies for r in per_worker]
 
-    def _call_workers(self, name: str, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
-        """Each worker's reply to ``_RolloutWorker.call`` (in worker order)."""
-        return self._get([a.call.remote(name, args, kwargs) for a in self.actors], f"calling {name!r}")
-
     def rollout_workers(self, policy: Any, n_steps: int, epoch: int | None,
                         sampler: Any) -> list[tuple[Any, list[LogStats], float]]:
-        """Every worker's ``_RolloutWorker.rollout`` with the current weights of ``policy`` (in worker order)."""
+        """Every worker's rollout with the current weights of ``policy`` (in worker order)."""
         import ray
 
-        weights_ref = ray.put(_cpu_tensors(policy.state_dict()))  # once per update; every actor reads this object
-        return self._get([a.rollout.remote(weights_ref, n_steps, epoch, sampler) for a in self.actors],
-                         f"rolling out epoch {epoch}" if epoch is not None else "rolling out")
+        from maze_lab.train.trainers.impala.actors import flat_weights
+
+        weights = ray.put(flat_weights(policy))  # once per update; every actor reads this object
+        for worker in self.workers:
+            worker.send(("weights", weights))  # not answered: a failure shows in the rollout's answer
+        return self._exchange([("rollout", (n_steps, epoch, sampler))] * self.n_workers, rolling_out(epoch))
 
     def _stop_actors(self) -> None:
         """Stop the actors: those that still answer flush their envs' event logs and close them first."""
-        actors, self.actors = self.actors, []
-        stop_ray_actors(actors)
+        workers, self.workers = self.workers, []
+        shutdown_ray_workers(workers)
 
     def close(self) -> None:
         """Stop the actors (their envs flush their event logs first) and shut down a Ray that this run started
@@ -361,13 +300,6 @@ class RayRolloutGenerator:
         slowest = max(r[2] for r in results)
         self.last_timing = {"total": total, "workers": slowest, "overhead": total - slowest}
         return rollout
-
-
-def _cpu_tensors(state: Any) -> Any:
-    """A (nested) state dict with every tensor detached and on the CPU (what the workers load)."""
-    if isinstance(state, dict):
-        return {k: _cpu_tensors(v) for k, v in state.items()}
-    return state.detach().cpu() if hasattr(state, "detach") else state
 
 
 def pack_rollout(rollout: Any) -> dict[str, Any]:

@@ -5,6 +5,9 @@ A task is a perturbation (an offset into the noise table) and the env seed of it
 reach the workers once per update. Both episodes of a pair start from the same env seed, so their returns differ
 only by the sign of the perturbation. Because each task carries its own seeds, its result does not depend on which
 worker plays it: tasks go to whichever worker is free.
+
+ES on Ray (:mod:`maze_lab.train.trainers.es.ray_workers`) runs the same worker (:func:`_build`, :func:`_command`,
+:func:`_close`) in Ray actors.
 """
 
 from __future__ import annotations

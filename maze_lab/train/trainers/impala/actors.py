@@ -7,6 +7,9 @@ Each actor process runs a :class:`~maze_lab.train.vector_env.SequentialVectorEnv
 (one actor's, in the paper's terms) tagged with the version of the weights that produced it. The weights live in
 one shared-memory array with a version counter (:class:`SharedWeights`): the learner writes them after each
 update, an actor copies them only when the version moved.
+
+IMPALA on Ray (:mod:`maze_lab.train.trainers.impala.ray_actors`) runs the same actor (:func:`_build_actor`,
+:func:`roll_out`, :func:`_close_actor`) in Ray actors, asking for each rollout (:func:`actor_command`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.distributed.processes import (
+    NO_REPLY,
     WorkerDied,
     WorkerError,
     WorkerProcess,
@@ -77,7 +81,10 @@ def load_flat_weights(tensors: list[Any], flat: np.ndarray) -> None:
     """Copy a vector made by :func:`flat_weights` into a policy's ``_policy_tensors``."""
     import torch
 
-    flat_t = torch.from_numpy(np.asarray(flat, dtype=np.float32))
+    flat = np.asarray(flat, dtype=np.float32)
+    if not flat.flags.writeable:  # e.g. an array of Ray's object store: torch wants memory it may write
+        flat = flat.copy()
+    flat_t = torch.from_numpy(flat)
     offset = 0
     with torch.no_grad():
         for t in tensors:
@@ -279,7 +286,7 @@ def _shutdown(stop_flag: Any, workers: list[WorkerProcess]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# in the actor process
+# in the actor process (a Ray actor of IMPALA on Ray builds and rolls out the same way, see ray_actors)
 
 
 def split_rollout(rollout: Rollout) -> list[Rollout]:
@@ -341,18 +348,38 @@ def _build_actor(payload: bytes, policy_bytes: bytes, seed: int | None) -> _Acto
 def _act(conn: Any, actors: list[int], weights: SharedWeights, slots: Any, stop: Any, n_rollout_steps: int,
          actor: _Actor) -> None:
     """Roll out with the newest weights and send each env's part as a trajectory, until ``stop`` is set."""
-    from maze_lab.train.vector_env import pop_episode_stats
-
     version = -1
     while not stop.value:
         version = weights.pull(actor.tensors, version)
-        rollout = actor.generator.rollout(actor.policy, n_rollout_steps)
-        episodes = pop_episode_stats(actor.venv.envs)
-        for i, part in enumerate(split_rollout(rollout)):
+        for trajectory in roll_out(actor, actors, n_rollout_steps, version):
             while not slots.acquire(timeout=0.1):  # wait for a free slot, but not past a stop
                 if stop.value:
                     return
-            conn.send(("trajectory", Trajectory(actors[i], version, part, episodes if i == 0 else [])))
+            conn.send(("trajectory", trajectory))
+
+
+def roll_out(actor: _Actor, actors: list[int], n_rollout_steps: int, version: int) -> list[Trajectory]:
+    """One rollout of the actor's envs with the weights it holds (those of update ``version``): one trajectory per
+    env (IMPALA actor ``actors[i]``); the finished episodes' statistics travel with the first."""
+    from maze_lab.train.vector_env import pop_episode_stats
+
+    rollout = actor.generator.rollout(actor.policy, n_rollout_steps)
+    episodes = pop_episode_stats(actor.venv.envs)
+    return [Trajectory(actors[i], version, part, episodes if i == 0 else [])
+            for i, part in enumerate(split_rollout(rollout))]
+
+
+def actor_command(actors: list[int], actor: _Actor, cmd: str, data: Any) -> Any:
+    """An actor's answer to one command of the learner, where the learner asks for each rollout (IMPALA on Ray): the
+    ``weights`` of an update (not answered), or a ``rollout`` of ``(n_rollout_steps, version)``, ``version`` being
+    that of the weights the actor holds."""
+    if cmd == "weights":
+        load_flat_weights(actor.tensors, data)
+        return NO_REPLY
+    if cmd == "rollout":
+        n_rollout_steps, version = data
+        return roll_out(actor, actors, n_rollout_steps, version)
+    raise ValueError(f"unknown command {cmd!r}")
 
 
 def _close_actor(actor: _Actor) -> None:

@@ -2,17 +2,19 @@
 :mod:`maze_lab.train.trainers.impala.actors`, on a local Ray or a cluster.
 
 Each of ``runner.n_workers`` Ray actors steps ``runner.envs_per_worker`` envs (IMPALA's actors) with a CPU copy of
-the policy; one call rolls out ``n_rollout_steps`` and returns one trajectory per env. The learner keeps one call in
-flight per worker. After each update it puts the new weights into Ray's object store once (``ray.put``); a call
-carries that reference only to a worker whose weights are older, and Ray hands the worker the array.
+the policy: the actor of the actor processes (its build, rollout and close), carried by the worker protocol of
+:mod:`maze_lab.distributed.ray_workers`; one ``rollout`` command rolls out ``n_rollout_steps`` and answers one
+trajectory per env. The learner keeps one command in flight per worker. After each update it puts the new weights
+into Ray's object store once (``ray.put``); a worker whose weights are older gets that reference first (a ``weights``
+command), and Ray hands the worker the array.
 
-The bounded queue: a finished call's trajectories wait for the learner; while ``queue_size`` trajectories wait, no
-new call starts, so a worker never runs further ahead of the learner than its call in flight.
+The bounded queue: a finished command's trajectories wait for the learner; while ``queue_size`` trajectories wait,
+no new command starts, so a worker never runs further ahead of the learner than its command in flight.
 
 A worker that dies (its process killed, out of memory, its node gone) is replaced by a fresh one while
 ``runner.max_worker_restarts`` allows: IMPALA learns from whatever trajectories arrive, so the learner goes on with
-the others meanwhile; the lost call's trajectories are simply not there. A worker that raises fails the run with its
-traceback (an env's error would only repeat).
+the others meanwhile; the lost command's trajectories are simply not there. A worker that raises fails the run with
+its traceback (an env's error would only repeat).
 """
 
 from __future__ import annotations
@@ -21,22 +23,28 @@ import copy
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import numpy as np
+from functools import partial
+from typing import Any, NoReturn
 
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.log import get_logger
-from maze_lab.distributed.ray_runtime import remote_worker_class, stop_ray_actors
+from maze_lab.distributed.protocol import WorkerDied, WorkerError, WorkerRaised
+from maze_lab.distributed.ray_workers import (
+    RayWorker,
+    gather,
+    ready_ray_workers,
+    remote_worker_class,
+    shutdown_ray_workers,
+)
 from maze_lab.train.ray_config import RayWorkerSettings
-from maze_lab.train.ray_rollouts import RayWorkerError, _RolloutWorker, get_from_worker
+from maze_lab.train.ray_rollouts import RayWorkerError, ray_worker_error
 from maze_lab.train.trainers.impala.actors import (
     ImpalaActorError,
     Trajectory,
-    _policy_tensors,
+    _build_actor,
+    _close_actor,
+    actor_command,
     flat_weights,
-    load_flat_weights,
-    split_rollout,
 )
 
 _log = get_logger(__name__)
@@ -51,34 +59,6 @@ class ImpalaRayActorError(ImpalaActorError, RayWorkerError):
     were shut down."""
 
 
-class _ImpalaRayWorker(_RolloutWorker):
-    """The body of an IMPALA Ray actor: a rollout worker's vector env of its IMPALA actors' envs and policy copy,
-    returning one trajectory per env and tagging them with the version of the weights that acted."""
-
-    def __init__(self, actors: list[int], factories_payload: bytes, policy_payload: bytes, n_rollout_steps: int,
-                 seed: int | None):
-        super().__init__(actors[0], factories_payload, policy_payload, seed)
-        self.actors = actors
-        self.policy.eval()
-        self.tensors = _policy_tensors(self.policy)
-        self.generator.reset(seed)
-        self.n_rollout_steps = n_rollout_steps
-        self.version = -1
-
-    def trajectories(self, weights: np.ndarray | None, version: int) -> list[Trajectory]:
-        """Load ``weights`` (those of update ``version``; None: the worker holds them already), roll out and return
-        one trajectory per env; the finished episodes' statistics travel with the first."""
-        from maze_lab.train.vector_env import pop_episode_stats
-
-        if weights is not None:
-            load_flat_weights(self.tensors, weights)
-            self.version = version
-        rollout = self.generator.rollout(self.policy, self.n_rollout_steps)
-        episodes = pop_episode_stats(self.venv.envs)
-        return [Trajectory(self.actors[i], self.version, part, episodes if i == 0 else [])
-                for i, part in enumerate(split_rollout(rollout))]
-
-
 class RayActorPool:
     """IMPALA's actors on Ray; the methods the learner calls on
     :class:`~maze_lab.train.trainers.impala.actors.ActorPool` (``publish``, ``get``, ``qsize``, ``close``,
@@ -88,7 +68,7 @@ class RayActorPool:
         (the last worker takes the rest where they do not divide evenly).
     :param policy: the learner's policy; each worker gets a CPU copy.
     :param n_rollout_steps: agent actions per trajectory.
-    :param queue_size: trajectories that may wait for the learner; no call starts while this many wait.
+    :param queue_size: trajectories that may wait for the learner; no command starts while this many wait.
     :param seed: the envs of IMPALA actor i are reset with ``seed + i`` (as in the actor processes); None: unseeded.
     :param settings: workers, resources, restarts (``runner`` keys).
     :param owns_ray: whether this run started Ray (a local Ray never grows: too few CPUs is an error).
@@ -107,45 +87,49 @@ class RayActorPool:
         self.n_rollout_steps, self.queue_size, self.seed = n_rollout_steps, queue_size, seed
         self.max_restarts = settings.max_worker_restarts
         self.restarts = 0
-        self._restarts_of = [0] * n_workers
         self.on_restart = on_restart
         cpu_policy = policy if policy.device.type == "cpu" else copy.deepcopy(policy).to("cpu")
         self._policy_payload = pickling.dumps(cpu_policy)
-        self._remote = remote_worker_class(_ImpalaRayWorker, n_workers, settings.num_cpus_per_worker,
-                                           settings.num_gpus_per_worker, owns_ray, "IMPALA on Ray")
-        self.workers: list[Any] = [None] * n_workers
+        # the actors' processes are titled ray::_ImpalaRayWorker
+        self._actor_class = remote_worker_class("_ImpalaRayWorker", n_workers, settings.num_cpus_per_worker,
+                                                settings.num_gpus_per_worker, owns_ray, "IMPALA on Ray")
+        self.workers: list[RayWorker] = []
         self.pids: list[int | None] = [None] * n_workers
-        self._held = [-2] * n_workers  # the weights' version each worker holds (or will, once its call runs)
-        self._in_flight: dict[Any, int] = {}  # a worker's rollout call -> the worker
+        self._held = [-2] * n_workers  # the weights' version each worker holds (or will, once its commands ran)
+        self._busy: set[int] = set()  # the workers with a rollout in flight
         self._received: deque[Trajectory] = deque()
         self._weights_ref: Any = None
         self._version = -1
         self.closed = False
         try:
-            for w in range(n_workers):
-                self._start(w)
-            for w in range(n_workers):
-                self.pids[w] = self._get(w, self.workers[w].pid.remote(), "starting")
+            for w, group in enumerate(self.groups):
+                self.workers.append(RayWorker.start(self._actor_class, f"IMPALA Ray worker {w}", self._build(w),
+                                                    partial(actor_command, group), close=_close_actor,
+                                                    detail=f"actors {group}"))
+            try:
+                gather(self.workers)  # each worker answers once its envs are built
+            except WorkerError as failure:
+                self._raise(failure, "starting")
+            self.pids = [worker.pid for worker in self.workers]
         except BaseException:
             self.close()
             raise
 
     # ---- workers ---------------------------------------------------------------------------------------------
-    def _start(self, w: int) -> None:
-        """Create worker ``w`` (again, after a death: fresh envs, other seeds)."""
+    def _build(self, w: int, restarts: int = 0) -> Callable[[], Any]:
+        """How worker ``w`` builds its actor: after ``restarts`` deaths with fresh envs and other seeds."""
         group = self.groups[w]
-        seed = None if self.seed is None else self.seed + group[0] + RESTART_SEED_STRIDE * self._restarts_of[w]
-        payload = pickling.dumps([self.factories[i] for i in group])
-        self.workers[w] = self._remote.remote(group, payload, self._policy_payload, self.n_rollout_steps, seed)
-        self._held[w] = -2
+        seed = None if self.seed is None else self.seed + group[0] + RESTART_SEED_STRIDE * restarts
+        return partial(_build_actor, pickling.dumps([self.factories[i] for i in group]), self._policy_payload, seed)
 
     def describe(self, w: int) -> str:
         """Names worker ``w``: its index, pid and IMPALA actors."""
-        return f"IMPALA Ray worker {w} (pid {self.pids[w]}, actors {self.groups[w]})"
+        return self.workers[w].describe()
 
-    def _get(self, w: int, ref: Any, during: str) -> Any:
-        return get_from_worker(ref, f"IMPALA Ray worker {w} (actors {self.groups[w]})", self.pids[w], during,
-                               "IMPALA Ray workers", ImpalaRayActorError, self.close)
+    def _raise(self, failure: WorkerError, during: str) -> NoReturn:
+        """Shut all workers down and raise the error of the worker that raised or died, naming it."""
+        self.close()
+        raise ray_worker_error(ImpalaRayActorError, failure, during, "IMPALA Ray workers") from None
 
     # ---- the learner's side ----------------------------------------------------------------------------------
     def publish(self, policy: Any, version: int) -> None:
@@ -159,21 +143,22 @@ class RayActorPool:
 
     def _launch_idle(self) -> None:
         """Start a rollout on every worker without one in flight, while the queue has room."""
-        busy = set(self._in_flight.values())
+        if self._weights_ref is None:
+            return
         for w, worker in enumerate(self.workers):
             if len(self._received) >= self.queue_size:
                 return
-            if w in busy or self._weights_ref is None:
+            if w in self._busy:
                 continue
-            weights = self._weights_ref if self._held[w] != self._version else None
-            self._held[w] = self._version
-            self._in_flight[worker.trajectories.remote(weights, self._version)] = w
+            if self._held[w] != self._version:
+                worker.send(("weights", self._weights_ref))  # not answered: a failure shows in the rollout's answer
+                self._held[w] = self._version
+            worker.send(("rollout", (self.n_rollout_steps, self._held[w])))
+            self._busy.add(w)
 
     def get(self, timeout: float) -> Trajectory:
         """The next trajectory; raises ImpalaRayActorError where a worker failed or died with no restart left, or
         none came in ``timeout`` seconds."""
-        import ray
-
         deadline = time.monotonic() + timeout
         while True:
             if self._received:
@@ -181,9 +166,12 @@ class RayActorPool:
                 self._launch_idle()  # the queue has room again
                 return trajectory
             self._launch_idle()
-            ready, _ = ray.wait(list(self._in_flight), num_returns=1, timeout=0.25)
-            for ref in ready:
-                self._collect(self._in_flight.pop(ref), ref)
+            if not self._busy:
+                raise RuntimeError("no IMPALA Ray worker is rolling out (the pool is closed, or no weights were "
+                                   "published yet)")
+            index = {self.workers[w]: w for w in self._busy}
+            for worker in ready_ray_workers(list(index), timeout=0.25):
+                self._collect(index[worker])
             if not self._received and time.monotonic() > deadline:
                 self.close()
                 raise ImpalaRayActorError(
@@ -191,38 +179,33 @@ class RayActorPool:
                     f"alive (stuck envs, or a cluster without room for them?); the workers were shut down. Raise "
                     f"algorithm.actor_start_timeout for envs whose rollouts take longer")
 
-    def _collect(self, w: int, ref: Any) -> None:
-        """Take worker ``w``'s finished call: its trajectories, or its death (replaced while restarts are left)."""
-        import ray
-
+    def _collect(self, w: int) -> None:
+        """Take worker ``w``'s finished rollout: its trajectories, or its death (replaced while restarts are
+        left)."""
+        self._busy.discard(w)
         try:
-            self._received.extend(ray.get(ref))
-            return
-        except ray.exceptions.RayActorError as err:
-            if "creation task" in str(err) or self.restarts >= self.max_restarts:
-                pass  # named by get_from_worker below
-            else:
-                self._replace(w, err)
-                return
-        except ray.exceptions.RayTaskError:
-            pass  # the worker raised: get_from_worker raises it with the worker's traceback
-        self._get(w, ref, "rolling out")
+            self._received.extend(self.workers[w].receive())
+        except WorkerDied as died:
+            if self.restarts >= self.max_restarts:
+                self._raise(died, "rolling out")
+            self._replace(w, died)
+        except WorkerRaised as raised:
+            self._raise(raised, "rolling out")
 
-    def _replace(self, w: int, err: Exception) -> None:
+    def _replace(self, w: int, died: WorkerDied) -> None:
         """Replace dead worker ``w`` by a fresh one (its trajectories in flight are lost)."""
-        import ray
-
         self.restarts += 1
-        self._restarts_of[w] += 1
-        old = self.describe(w)
+        worker = self.workers[w]
+        old = worker.describe()
+        worker.restart(self._build(w, worker.restarts + 1))
+        self._held[w] = -2
         try:
-            ray.kill(self.workers[w])
-        except Exception:  # noqa: BLE001 - it is gone already
-            pass
-        self._start(w)
-        self.pids[w] = self._get(w, self.workers[w].pid.remote(), "starting again after a death")
-        message = (f"{old} died ({' '.join(str(err).split())[:160]}); replaced it by a fresh worker (pid "
-                   f"{self.pids[w]}), restart {self.restarts} of runner.max_worker_restarts={self.max_restarts}")
+            worker.receive()  # built
+        except WorkerError as failure:
+            self._raise(failure, "starting again after a death")
+        self.pids[w] = worker.pid
+        message = (f"{old} died ({(died.how or '')[:160]}); replaced it by a fresh worker (pid {worker.pid}), restart "
+                   f"{self.restarts} of runner.max_worker_restarts={self.max_restarts}")
         _log.warning(message)
         if self.on_restart is not None:
             self.on_restart(message)
@@ -236,9 +219,9 @@ class RayActorPool:
         if self.closed:
             return
         self.closed = True
-        workers, self.workers = [w for w in self.workers if w is not None], []
-        self._in_flight.clear()
-        stop_ray_actors(workers)
+        workers, self.workers = self.workers, []
+        self._busy.clear()
+        shutdown_ray_workers(workers)
 
     def __del__(self) -> None:
         try:
