@@ -13,11 +13,6 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-# A local Ray's raylet waits for its metrics agent to register and dies when that takes longer than Ray's default
-# (about 30 s): seen on a 2-core machine with two busy loops and a second suite beside it ("Timed out waiting for
-# file .../metrics_agent_port_..."), which failed every test of a Ray module at its fixture. The suite's own Rays
-# (and those its commands start) wait longer.
-os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
 
 
 @pytest.fixture(scope="module")
