@@ -92,7 +92,8 @@ def _main() -> int:
         import cloudpickle  # noqa: F401 - the objects were pickled with it
         from omegaconf import OmegaConf
 
-        from maze_lab.run.run_context import _Run, _set_torch_threads_of_this_thread
+        from maze_lab.run.handle import _set_torch_threads_of_this_thread
+        from maze_lab.run.training_run import _Run
 
         objects = pickle.loads(payload["objects"])  # noqa: S301 - our parent's own objects, through a pipe
         run = _Run(OmegaConf.create(payload["config"]), objects, run_dir, payload["silent"], payload["previous"],

@@ -591,48 +591,6 @@ def portable_error(err: BaseException, fallback: type[Exception] = RuntimeError)
     return err
 
 
-def train_configs_as_ray_tasks(configs: Sequence[dict], n_epochs: int | None, n_jobs: int,
-                               address: str | None = None, summaries: Sequence[dict] | None = None,
-                               group: str | None = None, on_done: Callable[[int, Any], None] | None = None
-                               ) -> list[tuple[Path, BaseException | None]]:
-    """Train each composed config (plain dicts) as a Ray task (``run_context.train_config_in_worker``, as local
-    grid workers do), ``n_jobs`` at a time; returns per config its run directory and its error (None where it
-    trained). ``summaries``: per config, fields for its run's summary (the sweep id and index); ``on_done``: see
-    :func:`run_as_ray_tasks`.
-
-    The run directories are made here, before the tasks start, so that a task whose worker dies still has its run
-    directory, which is then marked ``failed`` with the reason. Interrupted, the runs in flight are recorded
-    ``interrupted`` and the directories of those that never started are removed (see :func:`run_as_ray_tasks`).
-    """
-    from maze_lab.run.run_dir import new_run_dir
-
-    # Ray first: an address that cannot be joined leaves no empty run directories behind
-    ensure_ray(address, num_cpus=max(n_jobs, os.cpu_count() or 1) if address is None else None)
-    from maze_lab.run.run_context import train_config_in_worker
-
-    run_dirs = [new_run_dir(cfg["log_base_dir"], cfg["experiment_name"]) for cfg in configs]
-    summaries = list(summaries) if summaries is not None else [{} for _ in configs]
-    try:
-        results = run_as_ray_tasks(train_config_in_worker,
-                                   [(cfg, n_epochs, str(path), summary) for cfg, path, summary in
-                                    zip(configs, run_dirs, summaries, strict=True)], n_jobs, address,
-                                   run_dir_of=lambda index: run_dirs[index], what="sweep", group=group,
-                                   on_done=on_done)
-    except BaseException:
-        for path in run_dirs:  # a run that never started leaves no empty directory behind (rmdir: only empty ones)
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        raise
-    out: list[tuple[Path, BaseException | None]] = []
-    for path, result in zip(run_dirs, results, strict=True):
-        if isinstance(result, JobLost):
-            mark_lost(path, str(result))
-            out.append((path, result))
-        else:
-            out.append((Path(result[0]), result[1]))
-    return out
-
-
 def mark_lost(run_dir: Path | None, error: str) -> None:
     """Record ``failed`` with ``error`` in the run directory of a job that ended without a result, unless its run
     recorded how it ended."""
