@@ -37,6 +37,17 @@ def train_tiny_run(base: Path) -> Path:
     return rc.run_dir
 
 
+def run_with_an_episode(base: Path) -> Path:
+    """A finished three-epoch CartPole run with one recorded episode (its frames included)."""
+    rc = RunContext(overrides={**TINY, "n_epochs": 3, "log_base_dir": str(base)}, silent=True)
+    try:
+        rc.train()
+        rc.rollout(n_episodes=1, seed=0, record_frames=True)
+    finally:
+        rc.close()
+    return rc.run_dir
+
+
 def stop_if_live(run_dir: Path | None) -> None:
     """Stop a detached run a failed test left going (its process outlives the test otherwise)."""
     if run_dir is None:

@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from run_utils import TINY, run_maze_lab
+from run_utils import run_maze_lab, run_with_an_episode
 
 from maze_lab.cli import main
 from maze_lab.core.log_stats.stats_files import write_stats_file
 from maze_lab.core.log_stats.writers import StatsStore
-from maze_lab.run.run_context import RunContext
 from maze_lab.run.run_dir import RunDirectory
 from maze_lab.widgets.dashboard import TrainingDashboard
 from maze_lab.widgets.report import MAX_POINTS, plotly_array, safe_svg, thin_indices, write_report
@@ -38,18 +37,13 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """A finished three-epoch CartPole run with one recorded episode (frames included), and a copy of it whose
     configuration says another learning rate (what the comparison must tell apart)."""
     base = tmp_path_factory.mktemp("report-runs")
-    rc = RunContext(overrides={**TINY, "n_epochs": 3, "log_base_dir": str(base)}, silent=True)
-    try:
-        rc.train()
-        rc.rollout(n_episodes=1, seed=0, record_frames=True)
-    finally:
-        rc.close()
-    other = copy_run(rc.run_dir, base / "default" / "other-lr")
+    run_dir = run_with_an_episode(base)
+    other = copy_run(run_dir, base / "default" / "other-lr")
     config = yaml.safe_load((other / "config.yaml").read_text())
     config["algorithm"]["lr"] = 0.000123
     (other / "config.yaml").write_text(yaml.safe_dump(config))
     shutil.rmtree(other / "trajectories")
-    return {"run": rc.run_dir, "other": other, "base": base}
+    return {"run": run_dir, "other": other, "base": base}
 
 
 def copy_run(run_dir: Path, to: Path) -> Path:

@@ -9,23 +9,11 @@ from pathlib import Path
 
 import pytest
 from browser_utils import ARTIFACTS, REPO, browser_skip_reason, chromium_page, plots, screenshot, wait_until
-from run_utils import TINY
+from run_utils import run_with_an_episode
 
-from maze_lab.run.run_context import RunContext
 from maze_lab.widgets.dashboard import TrainingDashboard
 
 pytestmark = pytest.mark.browser
-
-
-def _run_with_an_episode(base: Path) -> Path:
-    """A finished three-epoch CartPole run with one recorded episode (its frames included)."""
-    rc = RunContext(overrides={**TINY, "n_epochs": 3, "log_base_dir": str(base)}, silent=True)
-    try:
-        rc.train()
-        rc.rollout(n_episodes=1, seed=0, record_frames=True)
-    finally:
-        rc.close()
-    return rc.run_dir
 
 
 def test_the_report_opens_offline_with_its_figures_drawn_and_its_episode_replayable(tmp_path: Path):
@@ -34,7 +22,7 @@ def test_the_report_opens_offline_with_its_figures_drawn_and_its_episode_replaya
         pytest.skip(reason)
     from maze_lab.widgets import write_report
 
-    run_dir = _run_with_an_episode(tmp_path / "runs")
+    run_dir = run_with_an_episode(tmp_path / "runs")
     report = write_report(run_dir, tmp_path / "report.html")
     expected = TrainingDashboard(run_dir, tabs=())
     n_curves = len(expected.shown)

@@ -51,6 +51,7 @@ from maze_lab.core.env.structured_env import ActorID, StepKey
 from maze_lab.core.policy import Policy
 from maze_lab.core.trajectory.frames import encode_png
 from maze_lab.widgets.theme import MUTED, TEXT, themed
+from maze_lab.widgets.trajectory_data import short_text
 from maze_lab.widgets.view import close_tree
 
 _PANEL_CSS = ("font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; font-size: 13px; line-height: 1.45; "
@@ -90,24 +91,8 @@ def _one_line(err: BaseException, limit: int = 300) -> str:
 
 
 def _fmt(value: Any, precision: int = 4) -> str:
-    """A short text of an observation, action or info value."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.{precision}g}"
-    if isinstance(value, np.ndarray):
-        if value.ndim == 0:
-            return _fmt(value.item(), precision)
-        return np.array2string(value, precision=precision, threshold=24, edgeitems=3, max_line_width=64,
-                               suppress_small=True)
-    if isinstance(value, Mapping):
-        return ", ".join(f"{k}={_fmt(v, precision)}" for k, v in value.items())
-    if isinstance(value, tuple | list):
-        inner = ", ".join(_fmt(v, precision) for v in value[:12]) + (", …" if len(value) > 12 else "")
-        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
-    return str(value)
+    """A short text of an observation, action or info value (arrays summarised past 24 values)."""
+    return short_text(value, precision, threshold=24, line_width=64)
 
 
 def _css_name(text: Any) -> str:

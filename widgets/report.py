@@ -408,7 +408,7 @@ def _config_html(source: Any, prefix: str) -> str:
 
 
 def _fmt(value: Any) -> str:
-    from maze_lab.widgets.trajectory_viewer import _fmt as fmt
+    from maze_lab.widgets.trajectory_data import short_text as fmt
 
     return fmt(value)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,29 @@ _MAX_BACKGROUNDS = 16
 MAX_EXTRA_SERIES = 12
 """Per-step series beyond reward and return that the strip offers at most (info values, event counts)."""
 
+
+def short_text(value: Any, precision: int = 4, threshold: int = 12, line_width: int = 72) -> str:
+    """A short, readable text of a recorded or live value (numbers, arrays, mappings, sequences, objects): floats to
+    ``precision`` significant digits, arrays of more than ``threshold`` values summarised by their ends, sequences
+    cut after 12 items."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{precision}g}"
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            return short_text(value.item(), precision)
+        return np.array2string(value, precision=precision, threshold=threshold, edgeitems=3,
+                               max_line_width=line_width, suppress_small=True)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={short_text(v, precision, threshold, line_width)}" for k, v in value.items())
+    if isinstance(value, tuple | list):
+        inner = ", ".join(short_text(v, precision, threshold, line_width) for v in value[:12])
+        inner += ", …" if len(value) > 12 else ""
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return str(value)
 
 def flat_numbers(values: Any) -> tuple[list[str], np.ndarray] | None:
     """Labels and values of a dict of numeric arrays flattened into one vector (None if not numeric)."""

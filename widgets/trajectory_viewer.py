@@ -25,7 +25,7 @@ from maze_lab.core.trajectory.frames import encode_png
 from maze_lab.core.trajectory.records import EpisodeRecord, StepRecord
 from maze_lab.widgets.plotly_widgets import FigureWidget
 from maze_lab.widgets.theme import themed
-from maze_lab.widgets.trajectory_data import TrajectoryData, finite_or_none
+from maze_lab.widgets.trajectory_data import TrajectoryData, finite_or_none, short_text
 
 _PANEL_CSS = ("font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; font-size: 13px; line-height: 1.45; "
               "color: var(--jp-ui-font-color1, #1b2631);")
@@ -34,27 +34,6 @@ _NOTE_CSS = ("background: #fef9e7; border-left: 4px solid #f1c40f; padding: 6px 
 _REWARD_COLOUR = "#2e86c1"
 _RETURN_COLOUR = "#1e8449"
 _MARKER_COLOUR = "#c0392b"
-
-
-def _fmt(value: Any, precision: int = 4) -> str:
-    """A short, readable text of a recorded value (numbers, arrays, dicts, objects)."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.{precision}g}"
-    if isinstance(value, np.ndarray):
-        if value.ndim == 0:
-            return _fmt(value.item(), precision)
-        return np.array2string(value, precision=precision, threshold=12, edgeitems=3, max_line_width=72,
-                               suppress_small=True)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={_fmt(v, precision)}" for k, v in value.items())
-    if isinstance(value, tuple | list):
-        inner = ", ".join(_fmt(v, precision) for v in value[:12]) + (", …" if len(value) > 12 else "")
-        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
-    return str(value)
 
 
 def _esc(text: str) -> str:
@@ -385,24 +364,24 @@ class TrajectoryViewer:
         rows = [
             f"<tr><th style='text-align:left;padding-right:12px'>step</th><td class='step-index'>{step} "
             f"<span style='color:#888'>/ {ep.n_steps - 1}</span>{flag_txt}</td></tr>",
-            f"<tr><th style='text-align:left'>reward</th><td class='step-reward'>{_fmt(rec.reward)}</td></tr>",
-            f"<tr><th style='text-align:left'>cumulative</th><td class='cum-reward'>{_fmt(cum)}</td></tr>",
+            f"<tr><th style='text-align:left'>reward</th><td class='step-reward'>{short_text(rec.reward)}</td></tr>",
+            f"<tr><th style='text-align:left'>cumulative</th><td class='cum-reward'>{short_text(cum)}</td></tr>",
         ]
         subs = []
         for sub in rec.substeps:
             actor = f"{sub.actor_id.step_key}" + (f"/{sub.actor_id.agent_id}" if sub.actor_id.agent_id else "")
-            action = "<br>".join(f"<code>{_esc(k)}</code> = {_esc(_fmt(v))}" for k, v in sub.action.items()) \
-                if isinstance(sub.action, dict) else _esc(_fmt(sub.action))
+            action = "<br>".join(f"<code>{_esc(k)}</code> = {_esc(short_text(v))}" for k, v in sub.action.items()) \
+                if isinstance(sub.action, dict) else _esc(short_text(sub.action))
             obs = ""
             if with_observations:
                 items = sub.observation.items() if isinstance(sub.observation, dict) else [("", sub.observation)]
-                obs = "<br>".join(f"<code>{_esc(k)}</code> = <span style='white-space:pre'>{_esc(_fmt(v))}</span>"
+                obs = "<br>".join(f"<code>{_esc(k)}</code> = <span style='white-space:pre'>{_esc(short_text(v))}</span>"
                                   for k, v in items)
                 obs = f"<td style='padding:2px 8px;vertical-align:top'>{obs}</td>"
             subs.append(f"<tr><td style='padding:2px 8px;vertical-align:top'>{_esc(actor)}</td>"
                         f"<td style='padding:2px 8px;vertical-align:top;white-space:nowrap' class='action'>"
                         f"{action}</td>"
-                        f"<td style='padding:2px 8px;vertical-align:top;text-align:right'>{_fmt(sub.reward)}</td>"
+                        f"<td style='padding:2px 8px;vertical-align:top;text-align:right'>{short_text(sub.reward)}</td>"
                         f"{obs}</tr>")
         obs_head = "<th style='text-align:left;padding:2px 8px'>observation</th>" if with_observations else ""
         sub_table = ("<table style='border-collapse:collapse;margin-top:6px'>"
@@ -412,15 +391,15 @@ class TrajectoryViewer:
         parts = [f"<table>{''.join(rows)}</table>", "<div style='margin-top:8px;font-weight:600'>actors</div>",
                  sub_table]
         if rec.maze_action is not None:
-            parts.append(f"<div style='margin-top:8px'><b>MazeAction</b> <code>{_esc(_fmt(rec.maze_action))}</code>"
-                         f"</div>")
+            parts.append(f"<div style='margin-top:8px'><b>MazeAction</b> "
+                         f"<code>{_esc(short_text(rec.maze_action))}</code></div>")
         if with_observations and rec.maze_state is not None:
             parts.append(f"<div style='margin-top:4px'><b>MazeState</b> <code style='white-space:pre-wrap'>"
-                         f"{_esc(_fmt(rec.maze_state))}</code></div>")
+                         f"{_esc(short_text(rec.maze_state))}</code></div>")
         events = rec.events
         if events:
             items = "".join(f"<li><code>{_esc(e.get('topic', ''))}.{_esc(e.get('event', ''))}</code>"
-                            f"{' ' + _esc(_fmt(e.get('attributes'))) if e.get('attributes') else ''}</li>"
+                            f"{' ' + _esc(short_text(e.get('attributes'))) if e.get('attributes') else ''}</li>"
                             for e in events)
             parts.append(f"<div style='margin-top:8px'><b>events</b><ul class='events' style='margin:2px 0;"
                          f"padding-left:18px'>{items}</ul></div>")
@@ -498,15 +477,15 @@ class TrajectoryViewer:
         def title(step: int) -> dict[str, Any]:
             rec = ep.steps[step]
             flags = " (terminated)" if rec.terminated else " (truncated)" if rec.truncated else ""
-            return {"text": f"<b>step {step} / {ep.n_steps - 1}</b>{flags} · reward {_fmt(rec.reward)} · "
-                            f"return {_fmt(float(ret[step]))}", "x": 0.01, "xanchor": "left"}
+            return {"text": f"<b>step {step} / {ep.n_steps - 1}</b>{flags} · reward {short_text(rec.reward)} · "
+                            f"return {short_text(float(ret[step]))}", "x": 0.01, "xanchor": "left"}
 
         def details(step: int) -> list[dict[str, Any]]:
             rec = ep.steps[step]
             acts = []
             for sub in rec.substeps:
-                act = _fmt(sub.action) if not isinstance(sub.action, dict) else ", ".join(
-                    f"{k}={_fmt(v)}" for k, v in sub.action.items())
+                act = short_text(sub.action) if not isinstance(sub.action, dict) else ", ".join(
+                    f"{k}={short_text(v)}" for k, v in sub.action.items())
                 acts.append(f"<b>{_esc(str(sub.actor_id.step_key))}</b>: {_esc(act)}")
             events = ", ".join(_esc(f"{e.get('topic', '')}.{e.get('event', '')}") for e in rec.events[:6])
             more = f" (+{len(rec.events) - 6})" if len(rec.events) > 6 else ""

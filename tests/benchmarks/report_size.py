@@ -30,21 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from run_utils import TINY, maze_lab_command  # noqa: E402
+from run_utils import maze_lab_command, run_with_an_episode  # noqa: E402
 from test_report import lengthen_run  # noqa: E402
-
-
-def trained_run(base: Path) -> Path:
-    """A finished three-epoch CartPole run with one recorded episode (frames included)."""
-    from maze_lab.run.run_context import RunContext
-
-    rc = RunContext(overrides={**TINY, "n_epochs": 3, "log_base_dir": str(base)}, silent=True)
-    try:
-        rc.train()
-        rc.rollout(n_episodes=1, seed=0, record_frames=True)
-    finally:
-        rc.close()
-    return rc.run_dir
 
 
 def timed(fn, repeats: int) -> float:
@@ -78,7 +65,7 @@ def main() -> None:
     rows, by_length = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        source = trained_run(tmp / "runs")
+        source = run_with_an_episode(tmp / "runs")
         for n in lengths:
             run = lengthen_run(source, tmp / f"long{n}" / "run", n)
             report, page = tmp / f"report{n}.html", tmp / f"cockpit{n}.html"
