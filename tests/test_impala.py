@@ -173,9 +173,13 @@ def test_impala_learns_cartpole_through_the_run_context(tmp_path: Path) -> None:
     assert trainer.env_steps == trainer.updates * 8 * 32
     checkpoints = sorted(p.name for p in rc.run_dir.rglob("state_dict_*.pt"))
     assert checkpoints == ["state_dict_best.pt", "state_dict_last.pt"]
-    # the actors flushed their envs' event logs as they stopped
-    assert sorted(p.parent.name for p in (rc.run_dir / "event_logs").glob("train_*/*.tsv")) == [
-        "train_0", "train_1", "train_2", "train_3"]
+    # the actors flushed their envs' event logs as they stopped: every episode whose statistics reached the learner
+    # is in them (an actor process that a loaded machine started late may have finished none, and leaves no log)
+    logs = sorted((rc.run_dir / "event_logs").glob("train_*/BaseEnvEvents.reward.tsv"))
+    assert logs and {p.parent.name for p in logs} <= {"train_0", "train_1", "train_2", "train_3"}
+    logged = {(p.parent.name, line.split("\t", 1)[0]) for p in logs for line in p.read_text().splitlines()[1:]}
+    received = train[(train.event == "reward") & (train.name == "total_episode_count")].value
+    assert len(logged) >= int(received.max()) > 0, (len(logged), received.max())
 
     # resumed from the run directory, in the background: one more epoch on top of the checkpoint
     resumed = RunContext(algorithm="impala", overrides={**overrides, "input_dir": str(rc.run_dir)}, silent=True)
