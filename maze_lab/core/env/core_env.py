@@ -117,7 +117,8 @@ def _plumbed_step(step: Callable) -> Callable:
     def plumbed_step(self: CoreEnv, maze_action: Any) -> Any:
         if self._plumbing_active:
             return step(self, maze_action)
-        service = self.context.event_service
+        context = self.context
+        service = context.event_service
         if service._step_events:
             # a core env stepped by hand (no MazeEnv above, which does the same) reports this step's events only
             service._step_events = []
@@ -126,7 +127,6 @@ def _plumbed_step(step: Callable) -> Callable:
             if aggregator is not None:
                 aggregator.reset()
             self._full_step_open = True
-        context = self.context
         flat = self._flat_core_env
         actor = None if flat else self.actor_id()
         time_before = context.step_id

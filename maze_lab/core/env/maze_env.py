@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -11,7 +12,7 @@ import numpy as np
 from maze_lab.core.env.core_env import CoreEnv
 from maze_lab.core.env.environment_context import EnvironmentContext
 from maze_lab.core.env.interfaces import ActionConversionInterface, ObservationConversionInterface
-from maze_lab.core.env.space_checks import dict_action_checker, full_observation_check, observation_checker
+from maze_lab.core.env.space_checks import dict_action_checker, observation_checker
 from maze_lab.core.env.structured_env import ActorID, StepKey, StructuredEnv, StructuredEnvSpacesMixin
 
 
@@ -103,12 +104,18 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         self.observation_bounds = observation_bounds
         self._obs_checks = {k: observation_checker(s, where[k], observation_bounds)
                             for k, s in self._observation_spaces.items()}
-        self._reset_obs_checks = {k: observation_checker(s, f"reset(), {where[k]}", observation_bounds)
+        # (its warnings name the line in reset() that called it, as they did from full_observation_check)
+        self._reset_obs_checks = {k: observation_checker(s, f"reset(), {where[k]}", observation_bounds, _stacklevel=3)
                                   for k, s in self._observation_spaces.items()}
+        # on reset, values of the spaces the per-step check does not cover are checked too (see full_observation_check)
+        self._reset_other_spaces = {
+            k: tuple((n, sub) for n, sub in s.spaces.items() if not isinstance(sub, gym.spaces.Box))
+            for k, s in self._observation_spaces.items()}
         # the seed's core envs define reset(self) without Gymnasium's keywords: seed them through seed() instead
         self._reset_takes_seed = _takes_seed_and_options(core_env.reset)
         # flat core envs (actor_id not overridden) always act with key 0: skip the per-step actor lookups
         self._flat_key = 0 if type(core_env).actor_id is CoreEnv.actor_id and 0 in self._action_spaces else None
+        self._flat_core = core_env  # the core env _flat_key was decided for (an env may swap its core env)
         self.check_spaces = check_spaces  # builds the per-key step functions
         self._service = core_env.context.event_service
         self._context = core_env.context
@@ -175,15 +182,21 @@ class MazeEnv(StructuredEnv, StructuredEnvSpacesMixin):
         self._last_maze_state = maze_state
         self._last_maze_action = None
         self._acted_in_state = None
-        actor = self.core_env.actor_id()
-        if not isinstance(actor, tuple) or len(actor) != 2:
-            raise TypeError(f"{type(self.core_env).__name__}.actor_id() returned {actor!r}; return the actor that acts "
-                            f"next as ActorID(step_key, agent_id), e.g. ActorID(0, 0), or remove the override (flat "
-                            f"envs inherit it)")
-        key = actor[0]
+        key = self._flat_key  # a flat core env's actor is always ActorID(0, 0)
+        if key is None or self.core_env is not self._flat_core:
+            actor = self.core_env.actor_id()
+            if not isinstance(actor, tuple) or len(actor) != 2:
+                raise TypeError(f"{type(self.core_env).__name__}.actor_id() returned {actor!r}; return the actor that "
+                                f"acts next as ActorID(step_key, agent_id), e.g. ActorID(0, 0), or remove the override "
+                                f"(flat envs inherit it)")
+            key = actor[0]
         obs = self.observation_conversion_dict[key].maze_to_space(maze_state)
         if self.check_spaces:
-            full_observation_check(self._observation_spaces[key], obs, "", checker=self._reset_obs_checks[key])
+            # full_observation_check with what it looks up prepared: the per-step check, then the other spaces
+            self._reset_obs_checks[key](obs)
+            for name, sub in self._reset_other_spaces[key]:
+                if not sub.contains(obs[name]):
+                    warnings.warn(f"reset(): observation['{name}'] = {obs[name]!r} is outside {sub}", stacklevel=2)
         self._has_reset = True
         self._can_step = True
         self._last_obs = obs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -96,8 +97,23 @@ def dict_action_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], d
     """Checker for a dict action: right keys and each value in its sub-space.
 
     It returns None for an action that is fine as it is, or a new dict to use instead (see :func:`action_checker`).
+    The check is compiled once per space (see :func:`_compiled_action_check`): an action of exact Python ints in
+    range for the Discrete heads is accepted in a few comparisons; everything else goes through the full check
+    (:func:`reference_dict_action_checker`), which decides, fixes and words the errors.
     """
     checks = {k: action_checker(s, f"{where} action['{k}']") for k, s in space.spaces.items()}
+    return _compiled_action_check(space, checks, _reference_dict_action_checker(space, where, checks))
+
+
+def reference_dict_action_checker(space: gym.spaces.Dict, where: str) -> Callable[[Any], dict | None]:
+    """The full dict action check that :func:`dict_action_checker` compiles a fast path in front of (kept for tests
+    that compare the two)."""
+    return _reference_dict_action_checker(
+        space, where, {k: action_checker(s, f"{where} action['{k}']") for k, s in space.spaces.items()})
+
+
+def _reference_dict_action_checker(space: gym.spaces.Dict, where: str,
+                                   checks: dict[str, Callable[[Any], Any]]) -> Callable[[Any], dict | None]:
     keys = set(checks)
     items = tuple(checks.items())
     only = next(iter(space.spaces.values())) if len(space.spaces) == 1 else None
@@ -197,12 +213,26 @@ def _out_of_bounds(where: str, key: str, value: np.ndarray, space: gym.spaces.Bo
         f"GymMazeEnv)")
 
 
-def observation_checker(space: gym.spaces.Dict, where: str, bounds: str = "error") -> Callable[[Any], None]:
+def observation_checker(space: gym.spaces.Dict, where: str, bounds: str = "error",
+                        _stacklevel: int = 4) -> Callable[[Any], None]:
     """A per-step check of a dict observation: keys, shape and dtype of each array, and the finite bounds of Box
     spaces (NaN is outside them).
 
+    The check is compiled once per space (see :func:`_compiled_observation_check`): an observation that passes it
+    costs a few comparisons per key, plus one or two numpy reductions for a large Box; anything else goes through the
+    full check (:func:`reference_observation_checker`), which decides, warns and words the errors.
+
     :param bounds: ``error`` or ``warn`` for a value outside its bounds (see :data:`BOUNDS_MODES`).
     """
+    # the full check sits one call deeper behind the compiled one: its warnings name the same caller
+    return _compiled_observation_check(space, reference_observation_checker(space, where, bounds,
+                                                                            _stacklevel=_stacklevel + 1))
+
+
+def reference_observation_checker(space: gym.spaces.Dict, where: str, bounds: str = "error",
+                                  _stacklevel: int = 4) -> Callable[[Any], None]:
+    """The full observation check that :func:`observation_checker` compiles a fast path in front of (kept for tests
+    that compare the two)."""
     if bounds not in BOUNDS_MODES:
         raise ValueError(f"observation bounds must be one of {BOUNDS_MODES}, got {bounds!r}")
     warned: set[str] = set()
@@ -216,7 +246,7 @@ def observation_checker(space: gym.spaces.Dict, where: str, bounds: str = "error
 
             warned.add(k)
             warnings.warn(f"{error.args[0].split('. Fix the')[0]}; the observation is used as it is (warned once "
-                          f"per key and env)", ObservationBoundsWarning, stacklevel=4)
+                          f"per key and env)", ObservationBoundsWarning, stacklevel=_stacklevel)
     expected = {}
     for k, s in space.spaces.items():
         if isinstance(s, gym.spaces.Box | gym.spaces.MultiBinary | gym.spaces.MultiDiscrete):
@@ -286,3 +316,116 @@ def full_observation_check(space: gym.spaces.Dict, obs: Any, where: str,
     for k, s in space.spaces.items():
         if not isinstance(s, gym.spaces.Box) and not s.contains(obs[k]):
             warnings.warn(f"{where or 'reset()'}: observation['{k}'] = {obs[k]!r} is outside {s}", stacklevel=3)
+
+
+# --- compiled checks ---------------------------------------------------------------------------------------------
+# A check is compiled once per space into one small function whose every line is a comparison on the value at hand
+# (no loops over keys, no per-step lookups of what to check). It only ever accepts: a value it cannot accept in a
+# few comparisons goes to the full (reference) check, which accepts, fixes, warns or raises exactly as before. So
+# the compiled check can never accept what the full check rejects, and what it cannot decide costs one call more.
+
+_ARRAY_SPACES = (gym.spaces.Box, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)
+_compiled = itertools.count(1)  # numbers the compiled functions' file names
+
+
+def _compile(name: str, arg: str, body: list[str], namespace: dict[str, Any]) -> Callable[[Any], Any]:
+    """``def name(arg): body`` built in ``namespace`` (values are bound by name, never written into the source). Each
+    compiled function has a file name of its own (numbered), so that profiles and tracebacks tell them apart."""
+    source = f"def {name}({arg}):\n" + "".join(f"    {line}\n" for line in body)
+    filename = f"<maze_lab.core.env.space_checks {name} {next(_compiled)}>"
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102
+    return namespace[name]
+
+
+def _compiled_action_check(space: gym.spaces.Dict, checks: dict[str, Callable[[Any], Any]],
+                           reference: Callable[[Any], dict | None]) -> Callable[[Any], dict | None]:
+    """The dict action check of ``space`` as one function: a Discrete head holding a Python int in range costs two
+    comparisons; other heads call their own check (which only returns None or raises for what it accepts); any other
+    value (numpy integers, arrays, missing keys, ...) goes to ``reference``."""
+    ns: dict[str, Any] = {"dict": dict, "ref": reference, "absent": object()}
+    body = [f"if action.__class__ is not dict or len(action) != {len(space.spaces)}:", "    return ref(action)"]
+    for j, (key, sub) in enumerate(space.spaces.items()):
+        ns[f"k{j}"] = key
+        if isinstance(sub, gym.spaces.Discrete):
+            ns[f"lo{j}"], ns[f"hi{j}"] = int(sub.start), int(sub.start + sub.n)
+            body += [f"a = action.get(k{j})", f"if a.__class__ is not int or not lo{j} <= a < hi{j}:",
+                     "    return ref(action)"]
+        else:
+            ns[f"c{j}"] = checks[key]
+            body += [f"a = action.get(k{j}, absent)", f"if a is absent or c{j}(a) is not None:",
+                     "    return ref(action)"]
+    body.append("return None")
+    return _compile("check_action", "action", body, ns)
+
+
+def _value_check_lines(j: int, sub: gym.spaces.Space, fail: str, ns: dict[str, Any]) -> list[str]:
+    """Lines that check the value ``v`` of key number ``j`` of a dict observation space and run ``fail`` where it
+    is not an array of the space's class, dtype and shape within its bounds: the entries with a finite bound of a
+    small Box compared in Python (one ``tolist``), a large Box's in one or two numpy reductions (its minimum against
+    the highest lower bound, its maximum against the lowest upper bound; NaN fails both), where needed followed by
+    the element-wise comparison."""
+    ns[f"d{j}"], ns[f"s{j}"] = sub.dtype, sub.shape
+    lines = [f"if v.__class__ is not ndarray or (v.dtype is not d{j} and v.dtype != d{j}) or v.shape != s{j}:",
+             f"    {fail}"]
+    mode, low, high = _bounds_of(sub)
+    if mode == 1:
+        lines.append("x = v.tolist()" if len(sub.shape) == 1 else "x = v.ravel().tolist()")
+        terms = []
+        for m, (i, lo, hi) in enumerate(low):
+            ns[f"l{j}_{m}"], ns[f"h{j}_{m}"] = lo, hi
+            terms.append(f"l{j}_{m} <= x[{i}] <= h{j}_{m}")  # also false for NaN
+        lines += [f"if not ({' and '.join(terms)}):", f"    {fail}"]
+    elif mode == 2:
+        # v >= max(low) and v <= min(high) everywhere implies v >= low and v <= high element-wise (NaN fails it)
+        lo, hi = np.max(low), np.min(high)
+        ns[f"lo{j}"], ns[f"hi{j}"] = lo, hi
+        if sub.dtype.kind == "f" and sub.dtype.isnative and sub.dtype.itemsize in (2, 4, 8) and lo == 0 <= hi:
+            # the same for bounds from 0 in one reduction: floats >= +0.0 order as their bit patterns read as
+            # unsigned integers, and every negative value (-0.0 too: the full check decides it) and every NaN reads
+            # as more than the bits of any upper bound >= 0
+            unsigned = np.dtype(f"u{sub.dtype.itemsize}")
+            ns[f"u{j}"], ns[f"hb{j}"] = unsigned, np.abs(np.asarray(hi, dtype=sub.dtype)).view(unsigned).item()
+            bounds = f"mx(v.view(u{j}), None) <= hb{j}"
+        else:
+            bounds = f"lo{j} <= mn(v, None) and mx(v, None) <= hi{j}"
+        if np.all(low == lo) and np.all(high == hi):
+            lines += [f"if not ({bounds}):", f"    {fail}"]  # uniform bounds: the same test as the full check's
+        else:  # otherwise the element-wise comparison where it fails
+            ns[f"low{j}"], ns[f"high{j}"] = low, high
+            lines += [f"if not ({bounds}) and not (",
+                      f"        andr(ge(v, low{j}), None) and andr(le(v, high{j}), None)):", f"    {fail}"]
+    return lines
+
+
+def _check_namespace(**values: Any) -> dict[str, Any]:
+    return {"dict": dict, "ndarray": np.ndarray, "mn": np.minimum.reduce, "mx": np.maximum.reduce,
+            "andr": np.logical_and.reduce, "ge": np.greater_equal, "le": np.less_equal, **values}
+
+
+def _compiled_observation_check(space: gym.spaces.Dict, reference: Callable[[Any], None]) -> Callable[[Any], None]:
+    """The dict observation check of ``space`` as one function: per key, the array's class, dtype, shape and bounds
+    (see :func:`_value_check_lines`). Anything else goes to ``reference``."""
+    ns = _check_namespace(ref=reference)
+    body = [f"if obs.__class__ is not dict or len(obs) != {len(space.spaces)}:", "    return ref(obs)"]
+    for j, (key, sub) in enumerate(space.spaces.items()):
+        ns[f"k{j}"] = key
+        if isinstance(sub, _ARRAY_SPACES):
+            body += [f"v = obs.get(k{j})", *_value_check_lines(j, sub, "return ref(obs)", ns)]
+        else:  # only the key is checked per step
+            body += [f"if k{j} not in obs:", "    return ref(obs)"]
+    body.append("return None")
+    return _compile("check_observation", "obs", body, ns)
+
+
+def value_fast_check(space: gym.spaces.Space) -> Callable[[Any], bool] | None:
+    """For the space of one key of a dict observation: a function that is True for a value the observation check
+    accepts as it is (an array of the space's dtype and shape within its bounds), False where the full check has to
+    decide (it may still accept). None for spaces whose values are not arrays.
+
+    For envs that build the observation dict themselves (GymMazeEnv's ``{"observation": obs}``): the dict's keys
+    are right by construction, so the value alone is checked, and the full check runs only where this is False.
+    """
+    if not isinstance(space, _ARRAY_SPACES):
+        return None
+    ns = _check_namespace()
+    return _compile("check_value", "v", [*_value_check_lines(0, space, "return False", ns), "return True"], ns)

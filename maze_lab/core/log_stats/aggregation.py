@@ -43,7 +43,8 @@ LogStats = dict[StatKey, Any]
 class _Plan:
     """Pre-computed handling of one event method (cached: the hot path of episode aggregation)."""
 
-    __slots__ = ("stats", "group_by", "value_name", "value_names", "passthrough", "empty_defs")
+    __slots__ = ("stats", "group_by", "value_name", "value_names", "passthrough", "empty_defs", "step_outputs",
+                 "counted")
 
     def __init__(self, stats: EventStats):
         self.stats = stats
@@ -53,6 +54,9 @@ class _Plan:
         self.value_name = names[0] if len(names) == 1 else None
         self.passthrough = all(d.reduce_fn is None for d in stats.step)
         self.empty_defs = [d for d in stats.step if d.can_reduce_empty]
+        self.step_outputs = tuple(d.output_name for d in stats.step)
+        # every step statistic counts the events (``len``): their values are never looked at, so not collected
+        self.counted = all(d.reduce_fn is len for d in stats.step)
 
     def value(self, attrs: dict) -> Any:
         if self.value_name is not None:
@@ -73,6 +77,22 @@ def _plan_for(method: Callable) -> _Plan | None:
         plan = _Plan(stats) if stats is not None and stats.step else None
         _PLANS[method] = plan
     return plan  # type: ignore[return-value]
+
+
+# (event method, group) -> [(StatKey, StatDef)] of its episode statistics: the keys are made once, not per episode
+_EPISODE_DEFS: dict[tuple, list[tuple[StatKey, StatDef]]] = {}
+_EPISODE_DEFS_MAX = 4096  # groups are few in practice; past this many (values as groups?) the cache starts over
+
+
+def _episode_defs(key: tuple) -> list[tuple[StatKey, StatDef]]:
+    defs = _EPISODE_DEFS.get(key)
+    if defs is None:
+        method, group = key
+        defs = [(StatKey(method, d.output_name, group), d) for d in _PLANS[method].stats.episode]
+        if len(_EPISODE_DEFS) >= _EPISODE_DEFS_MAX:
+            _EPISODE_DEFS.clear()
+        _EPISODE_DEFS[key] = defs
+    return defs
 
 
 def _topic_methods(topic: type) -> list[Callable]:
@@ -114,20 +134,27 @@ def aggregate_episode(
         for key, values in buffered.items():
             if _plan_for(key[0]) is not None:
                 passthrough[key] = values
-    reducing: dict[tuple, dict[int, list]] = {}
-    for i, events in enumerate(step_logs):
+    reducing: dict[tuple, dict[int, Any]] = {}  # per step: a list of values, or a count for counted events
+    seen: dict[Callable, tuple] = {}  # event method -> (plan, its key where ungrouped), for this episode
+    for i, events in enumerate(step_logs) if any(step_logs) else ():
         for ev in events:
             method = ev.interface_method
-            plan = _PLANS.get(method, _PLANS)
-            if plan is _PLANS:
+            entry = seen.get(method)
+            if entry is None:
                 plan = _plan_for(method)
+                entry = seen[method] = (plan, None if plan is None or plan.group_by else (method, None))
+            plan, key = entry
             if plan is None:
                 continue
             attrs = ev.attributes
-            if plan.group_by:
+            if key is None:
                 key = (method, tuple([attrs.get(g) for g in plan.group_by]))
-            else:
-                key = (method, None)
+            if plan.counted:  # every step statistic is len: count the events, their values are not needed
+                per_step = reducing.get(key)
+                if per_step is None:
+                    reducing[key] = per_step = {}
+                per_step[i] = per_step.get(i, 0) + 1
+                continue
             vn = plan.value_name
             value = attrs.get(vn) if vn is not None else plan.value(attrs)
             if plan.passthrough:
@@ -155,7 +182,7 @@ def aggregate_episode(
     for key in step_values:
         _plan_for(key[0])
     for key, values in passthrough.items():
-        step_values[key] = {d.output_name: values for d in _PLANS[key[0]].stats.step}
+        step_values[key] = dict.fromkeys(_PLANS[key[0]].step_outputs, values)
     for key, per_step in reducing.items():
         plan = _PLANS[key[0]]
         outs: dict[str | None, list] = {}
@@ -165,21 +192,19 @@ def aggregate_episode(
                 outs[d.output_name] = [v for b in per_step.values() for v in b]
             else:
                 fn = d.reduce_fn
-                lst = [fn(b) for b in per_step.values()]
+                lst = list(per_step.values()) if plan.counted else [fn(b) for b in per_step.values()]
                 if missing > 0 and d in plan.empty_defs:
                     lst.extend([fn([])] * missing)
                 outs[d.output_name] = lst
         step_values[key] = outs
 
     episode: LogStats = {}
-    for (method, group), inputs in step_values.items():
-        stats = _PLANS[method].stats
-        if not stats.episode:
-            continue
-        for d in stats.episode:
-            values = _pick(inputs, d, "episode", method)
-            value = list(values) if d.reduce_fn is None else d.reduce_fn(values)
-            episode[StatKey(method, d.output_name, group)] = value
+    for key, inputs in step_values.items():
+        for stat_key, d in _episode_defs(key):
+            name = d.input_name
+            values = inputs[name] if name in inputs else _pick(inputs, d, "episode", key[0])
+            fn = d.reduce_fn
+            episode[stat_key] = list(values) if fn is None else fn(values)
     return episode
 
 

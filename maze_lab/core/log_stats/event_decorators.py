@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -141,6 +142,16 @@ def define_plot(create_figure_function: Callable, input_name: str | None = None)
 
 def histogram(values: Sequence[Any]) -> list:
     """Reducer that keeps every value (flattening lists), for distributions and histograms."""
+    # decided once per call from the value types (C loops), not per value: nothing to flatten (an episode's values)
+    # or only lists (an epoch's episodes); a mix is flattened value by value
+    if not isinstance(values, list | tuple):
+        values = list(values)
+    kinds = set(map(type, values))
+    lists = [issubclass(k, list) for k in kinds]
+    if not any(lists):
+        return list(values)
+    if all(lists):
+        return list(chain.from_iterable(values))
     out: list = []
     for v in values:
         if isinstance(v, list):

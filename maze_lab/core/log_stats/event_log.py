@@ -27,12 +27,17 @@ class EpisodeEventLog:
     def query_events(self, event_spec: Callable | type | Sequence) -> list[EventRecord]:
         """Events of the episode matching an event method, a topic class, or a list of those."""
         specs = list(event_spec) if isinstance(event_spec, list | tuple) else [event_spec]
-        return [
-            ev
-            for step in self.step_event_logs
-            for ev in step
-            if any(ev.interface_method is s or ev.interface_class is s for s in specs)
-        ]
+        try:  # event methods and topics compare by identity: a set of them finds the same events
+            wanted = set(specs)
+        except TypeError:
+            return [
+                ev
+                for step in self.step_event_logs
+                for ev in step
+                if any(ev.interface_method is s or ev.interface_class is s for s in specs)
+            ]
+        return [ev for step in self.step_event_logs for ev in step
+                if ev.interface_method in wanted or ev.interface_class in wanted]
 
     def __len__(self) -> int:
         return len(self.step_event_logs)

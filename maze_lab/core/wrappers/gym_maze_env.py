@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -10,6 +11,7 @@ import gymnasium as gym
 from maze_lab.core.env.core_env import CoreEnv
 from maze_lab.core.env.interfaces import ActionConversionInterface, ObservationConversionInterface, Renderer
 from maze_lab.core.env.maze_env import MazeEnv
+from maze_lab.core.env.space_checks import value_fast_check
 from maze_lab.core.wrappers.gymnasium_adapter import GymnasiumEnvAdapter
 
 __all__ = ["GymActionConversion", "GymCoreEnv", "GymMazeEnv", "GymObservationConversion", "GymRenderer",
@@ -122,6 +124,10 @@ class GymCoreEnv(CoreEnv):
         self.env.close()
 
 
+# the plumbed step and reset (see CoreEnv): GymMazeEnv's fused step and reset do their work
+_GYM_CORE_STEP, _GYM_CORE_RESET = GymCoreEnv.step, GymCoreEnv.reset
+
+
 def _headless_sdl() -> None:
     """On a machine without a display, let pygame (Gymnasium's classic-control renderer) draw off-screen without
     complaining: ``rgb_array`` frames need no window, and SDL's default driver printed "error: XDG_RUNTIME_DIR is
@@ -165,6 +171,132 @@ class GymMazeEnv(MazeEnv):
         super().__init__(core, {0: GymActionConversion(env.action_space)},
                          {0: GymObservationConversion(env.observation_space)}, check_spaces=check_spaces,
                          observation_bounds=observation_bounds)
+
+    _gym_fast: tuple | None = None  # the fused step's parts; None: the general MazeEnv step
+
+    @property
+    def check_spaces(self) -> bool:
+        """Whether every action and observation is checked against its space."""
+        return self._check_spaces
+
+    @check_spaces.setter
+    def check_spaces(self, value: bool) -> None:
+        MazeEnv.check_spaces.fset(self, value)  # type: ignore[attr-defined]
+        self._gym_fast = self._fused_step_parts()
+
+    def _fused_step_parts(self) -> tuple | None:
+        """What :meth:`step` and :meth:`reset` need to do the work of MazeEnv's, GymCoreEnv's and the CoreEnv
+        plumbing's in one call: (core env, action check, (low, high) of a Discrete Gymnasium action space whose check
+        is done in place, whether the action space is a Dict, whether the observation space is a Dict, observation
+        check, value check of a non-Dict observation). None where this env is not built from those exact parts (a
+        subclass's own core env or conversions)."""
+        if "_step_fns" not in self.__dict__ or self._flat_key != 0:
+            return None
+        core = self.core_env
+        act, obs = self.action_conversion_dict[0], self.observation_conversion_dict[0]
+        if (type(core) is not GymCoreEnv or GymCoreEnv.step is not _GYM_CORE_STEP or "step" in core.__dict__
+                or GymCoreEnv.reset is not _GYM_CORE_RESET or "reset" in core.__dict__
+                or type(act) is not GymActionConversion or type(obs) is not GymObservationConversion):
+            return None
+        check_action, _, _, check_obs = self._step_fns[0]
+        discrete = None
+        if check_action is not None and not act.is_dict and isinstance(act.space()["action"], gym.spaces.Discrete):
+            space = act.space()["action"]
+            discrete = (int(space.start), int(space.start + space.n))
+        check_value = None
+        if check_obs is not None and not obs.is_dict:
+            check_value = value_fast_check(obs.space()["observation"])
+        return core, check_action, discrete, act.is_dict, obs.is_dict, check_obs, check_value
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        """Reset the Gymnasium env: MazeEnv.reset with GymCoreEnv's reset and the CoreEnv plumbing done in place (see
+        :meth:`step`)."""
+        fast = self._gym_fast
+        if fast is None or self.core_env is not fast[0]:
+            return MazeEnv.reset(self, seed=seed, options=options)
+        core = fast[0]
+        context = core.context
+        context.reset_env_episode()
+        # the CoreEnv plumbing of a reset (see core_env._plumbed_reset): no events, aggregator, full step or time
+        service = context.event_service
+        if service._step_events:
+            service._step_events = []
+        aggregator = core.reward_aggregator
+        if aggregator is not None:
+            aggregator.reset()
+        core._full_step_open = False
+        core._tracker().reset()
+        context.step_id = 0
+        # GymCoreEnv.reset (a seed given to seed() before is used once)
+        if seed is None and core._next_seed is not None:
+            seed, core._next_seed = core._next_seed, None
+        state, _ = core.env.reset(seed=seed, options=options)
+        core._state = state
+        # MazeEnv.reset's bookkeeping and observation
+        self._last_maze_state = state
+        self._last_maze_action = None
+        self._acted_in_state = None
+        obs = state if fast[4] else {"observation": state}
+        if self.check_spaces:
+            self._reset_obs_checks[0](obs)
+            for name, sub in self._reset_other_spaces[0]:
+                if not sub.contains(obs[name]):
+                    warnings.warn(f"reset(): observation['{name}'] = {obs[name]!r} is outside {sub}", stacklevel=2)
+        self._has_reset = True
+        self._can_step = True
+        self._last_obs = obs
+        return obs, {}
+
+    def step(self, action: dict) -> tuple[dict, float, bool, bool, dict]:
+        """Step the Gymnasium env: MazeEnv.step with GymCoreEnv's step and the CoreEnv plumbing done in place (the
+        same checks, errors, statistics and env time; one call instead of five per step)."""
+        fast = self._gym_fast
+        if fast is None or not self._can_step or self.core_env is not fast[0]:
+            return MazeEnv.step(self, action)
+        core, check_action, discrete, action_is_dict, obs_is_dict, check_obs, check_value = fast
+        if discrete is not None and action.__class__ is dict and len(action) == 1 and (
+                (maze_action := action.get("action")).__class__ is int and discrete[0] <= maze_action < discrete[1]):
+            pass  # the action check's common case: a Python int in range
+        else:
+            if check_action is not None:
+                fixed = check_action(action)
+                if fixed is not None:  # e.g. a Discrete action given as an integer array of shape (1,)
+                    action = fixed
+            maze_action = action if action_is_dict else action["action"]
+        # the CoreEnv plumbing of a flat env (see core_env._plumbed_step): a new step's events, aggregator and time.
+        # Without a reward aggregator (the rule for a Gymnasium env) the full step opens and closes around the
+        # Gymnasium step, which cannot touch the env time: nothing to do but advance it
+        context = core.context
+        service = context.event_service
+        if service._step_events:
+            service._step_events = []
+        plumbed = core._full_step_open or core.reward_aggregator is not None
+        if plumbed:
+            if not core._full_step_open:
+                core.reward_aggregator.reset()
+                core._full_step_open = True
+            time_before = context.step_id
+        state, reward, terminated, truncated, info = core.env.step(maze_action)  # GymCoreEnv.step
+        core._state = state
+        reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
+        if plumbed and context.step_id != time_before:
+            core._manages_env_time = True
+            core._full_step_open = False
+            core._tracker().reset()
+        elif not core._manages_env_time:
+            context.step_id += 1  # context.increment_env_step()
+            if plumbed:
+                core._full_step_open = False
+        # MazeEnv.step's bookkeeping and observation
+        self._can_step = not (terminated or truncated)
+        self._acted_in_state = self._last_maze_state
+        self._last_maze_state = state
+        self._last_maze_action = maze_action
+        obs = state if obs_is_dict else {"observation": state}
+        if check_obs is not None and (check_value is None or not check_value(state)):
+            check_obs(obs)
+        self._last_obs = obs
+        return obs, reward, terminated, truncated, info
 
 
 def _make_with_render_mode(env_id: str, render_mode: str | None, make_kwargs: dict) -> gym.Env:

@@ -15,6 +15,7 @@ from maze_lab.core.wrappers.wrapper import RewardWrapper, Wrapper
 _REWARD = BaseEnvEvents.reward
 _REWARD_ORIGINAL = BaseEnvEvents.reward_original
 _KPI = BaseEnvEvents.kpi
+_MISSING = object()
 
 
 def innermost_reward_wrapper(env: Any) -> RewardWrapper | None:
@@ -61,6 +62,7 @@ class LogStatsWrapper(Wrapper):
         self._read_list: list | None = None
         self._read_n = 0
         self._time = 0
+        self._kpi_getter: Any = None
 
     def _pull_events(self) -> None:
         events = self._service._step_events
@@ -77,15 +79,23 @@ class LogStatsWrapper(Wrapper):
         events = self._service._step_events
         if events and (events is not self._read_list or len(events) > self._read_n):
             self._pull_events()
-        self._reward += reward
         source = self._reward_source
-        self._reward_original += reward if source is None else source.pop_original_reward()
+        original = reward if source is None else source.pop_original_reward()
         now = self._context.step_id
         if now != self._time or terminated or truncated:
+            # the full env step is complete: close it (what _close_step does, in place)
             self._time = now
-            self._close_step()
+            self._steps.append(self._cur)
+            self._cur = []
+            self._step_rewards.append(self._reward + reward)
+            self._step_rewards_original.append(self._reward_original + original)
+            self._reward = 0.0
+            self._reward_original = 0.0
             if terminated or truncated:
                 self._close_episode()
+        else:
+            self._reward += reward
+            self._reward_original += original
         return obs, reward, terminated, truncated, info
 
     def _close_step(self) -> None:
@@ -104,7 +114,10 @@ class LogStatsWrapper(Wrapper):
         if not steps:
             return
         self._steps, self._step_rewards, self._step_rewards_original = [], [], []
-        calc = self.env.get_kpi_calculator() if hasattr(self.env, "get_kpi_calculator") else None
+        get_kpi_calculator = self._kpi_getter
+        if get_kpi_calculator is None:  # looked up once (through the wrappers below); _MISSING where none has one
+            get_kpi_calculator = self._kpi_getter = getattr(self.env, "get_kpi_calculator", _MISSING)
+        calc = get_kpi_calculator() if get_kpi_calculator is not _MISSING else None
         log = EpisodeEventLog(self._context.episode_id, steps, rewards)
         if calc is not None:
             kpis = calc.calculate_kpis(log, self.env.get_maze_state())

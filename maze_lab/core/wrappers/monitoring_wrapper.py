@@ -48,6 +48,11 @@ class MazeEnvMonitoringWrapper(Wrapper):
                         else DiscreteActionEvents.action, (key, name)))
                 for name, sub in space.spaces.items()
             ]
+        # buffer keys of the flat env's observation (the names of its space), decided once
+        self._flat_obs_keys: list[tuple[str, tuple]] = []
+        if self._flat_key is not None:
+            self._flat_obs_keys = [(n, (_OBS_ORIG, (self._flat_key, n)))
+                                   for n in self.observation_spaces_dict[self._flat_key].spaces]
         self._collected = False
         self._new_buffers()
         self._context.episode_buffers.append(self.pop_episode_buffers)
@@ -58,10 +63,13 @@ class MazeEnvMonitoringWrapper(Wrapper):
         # direct references to the flat env's lists: the per-step path is a few list appends
         self._flat_actions: list[tuple[str, list]] = []
         self._flat_obs: list[tuple[str, list]] = []
+        # the same for each policy key of a structured env, made on the key's first step of the episode:
+        # policy key -> [(head name, list)], and policy key -> ({original observation name: list}, {processed ...})
+        self._key_actions: dict[Any, list[tuple[str, list]]] = {}
+        self._key_obs: dict[Any, tuple[dict[str, list], dict[str, list]]] = {}
         if self._flat_key is not None:
             self._flat_actions = [(name, self._buffer(bkey)) for name, bkey in self._action_keys[self._flat_key]]
-            obs_space = self.observation_spaces_dict[self._flat_key]
-            self._flat_obs = [(n, self._buffer((_OBS_ORIG, (self._flat_key, n)))) for n in obs_space.spaces]
+            self._flat_obs = [(name, self._buffer(bkey)) for name, bkey in self._flat_obs_keys]
 
     def _buffer(self, key: tuple) -> list:
         lst = self._buffers.get(key)
@@ -74,30 +82,51 @@ class MazeEnvMonitoringWrapper(Wrapper):
         buffers = {k: v for k, v in self._buffers.items() if v}
         if self.reward_logging and self._rewards:
             buffers[_REWARD] = self._rewards
-        self._new_buffers()
+        if buffers or self._rewards:  # (nothing recorded: the empty buffers stay as they are)
+            self._new_buffers()
         self._collected = True
         return buffers
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Step, then record the action taken, the reward and the new observation."""
-        flat = self._flat_key is not None
-        key = self._flat_key if flat else self.env.actor_id().step_key
+        key = self._flat_key
+        if key is None:  # a structured env: the policy key changes from sub-step to sub-step
+            key = self.env.actor_id().step_key
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            if self.action_logging:
+                lists = self._key_actions.get(key)
+                if lists is None:
+                    lists = self._key_actions[key] = [(name, self._buffer(bkey))
+                                                      for name, bkey in self._action_keys[key]]
+                for name, lst in lists:
+                    lst.append(action[name])
+            if self.reward_logging:
+                self._rewards.append(reward)
+            if self.observation_logging:
+                self._log_observation(obs, self.env.actor_id().step_key)
+            return obs, reward, terminated, truncated, info
         obs, reward, terminated, truncated, info = self.env.step(action)
         if self.action_logging:
-            if flat:
-                for name, lst in self._flat_actions:
-                    lst.append(action[name])
+            actions = self._flat_actions
+            if len(actions) == 1:  # one action head (a Gymnasium env's "action"): no loop
+                name, lst = actions[0]
+                lst.append(action[name])
             else:
-                for name, bkey in self._action_keys[key]:
-                    self._buffer(bkey).append(action[name])
+                for name, lst in actions:
+                    lst.append(action[name])
         if self.reward_logging:
             self._rewards.append(reward)
         if self.observation_logging:
-            if flat and self._inner._last_obs is obs:
-                for name, lst in self._flat_obs:
+            if self._inner._last_obs is obs:
+                observations = self._flat_obs
+                if len(observations) == 1:  # one observation key (a Gymnasium env's "observation"): no loop
+                    name, lst = observations[0]
                     lst.append(obs[name])
+                else:
+                    for name, lst in observations:
+                        lst.append(obs[name])
             else:
-                self._log_observation(obs)
+                self._log_observation(obs, key)
         return obs, reward, terminated, truncated, info
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
@@ -107,17 +136,28 @@ class MazeEnvMonitoringWrapper(Wrapper):
         self._collected = False
         obs, info = self.env.reset(seed=seed, options=options)
         if self.observation_logging:
-            self._log_observation(obs)
+            self._log_observation(obs, self._flat_key if self._flat_key is not None else self.env.actor_id().step_key)
         return obs, info
 
-    def _log_observation(self, obs: dict) -> None:
-        key = self._flat_key if self._flat_key is not None else self.env.actor_id().step_key
+    def _log_observation(self, obs: dict, key: Any) -> None:
+        """Record the observation of policy key ``key`` (the actor that acts next)."""
+        lists = self._key_obs.get(key)
+        if lists is None:  # observation name -> list, for the original and the processed observations of the key
+            lists = self._key_obs[key] = ({}, {})
         # the MazeEnv's last observation is this policy key's original only where the key is one of the MazeEnv's
         # own; otherwise it is another sub-step's (e.g. the flat observation while a wrapper's cutting sub-step acts)
         original = self._inner._last_obs if self._flat_key is not None or key in self._inner_keys else None
         if original is not None:
+            named = lists[0]
             for name, value in original.items():
-                self._buffer((_OBS_ORIG, (key, name))).append(value)
+                lst = named.get(name)
+                if lst is None:
+                    lst = named[name] = self._buffer((_OBS_ORIG, (key, name)))
+                lst.append(value)
         if original is not obs:
+            named = lists[1]
             for name, value in obs.items():
-                self._buffer((_OBS_PROC, (key, name))).append(value)
+                lst = named.get(name)
+                if lst is None:
+                    lst = named[name] = self._buffer((_OBS_PROC, (key, name)))
+                lst.append(value)
