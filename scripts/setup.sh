@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs maze-lab into its own virtual environment, .venv/ in this checkout, on a fresh Debian machine.
 # Nothing outside the checkout is changed except Debian packages (apt-get, only when missing): no user-wide
-# pip installs, no user-wide Jupyter kernels (the project's kernel "maze-lab" lives inside .venv/).
+# pip installs, no Jupyter kernels written (the notebooks use the environment's stock "python3" kernel).
 #
 # Usage: bash scripts/setup.sh          (package + notebook extras)
 #        bash scripts/setup.sh --dev    (also the test tools and Debian's chromium for the browser tests)
@@ -92,9 +92,9 @@ if [[ $dev -eq 1 ]]; then
 fi
 pip_q -c constraints.txt -e ".[${extras}]"
 
-# --- the project's Jupyter kernel spec, inside the environment (never the user's kernels) ---
-# (ipykernel's own kernel, under the name "maze-lab" that the notebooks ask for)
-"$VPY" -m ipykernel install --sys-prefix --name maze-lab --display-name "maze-lab (Python $("$VPY" -c 'import sys; print(sys.version.split()[0])'))" >/dev/null
+# --- no kernel of its own: the notebooks name Jupyter's stock "python3" kernel, which ipykernel brings into the
+# environment (jupyter prefers the environment's kernel specs to a user-wide one) and which starts this environment's
+# Python; nothing is written to the user's kernels
 
 # --- with --dev in a git checkout: notebooks are committed without outputs. nbstripout is the clean filter of *.ipynb
 # (.gitattributes), set in this checkout's own .git/config only: `git add` strips outputs, the files stay as they are

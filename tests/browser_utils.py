@@ -301,11 +301,11 @@ def wait_for_plots(page: Any, min_plots: int = 1, min_points: int = 1, timeout: 
 
 
 def write_notebook(path: Path, cells: list[str]) -> Path:
-    """A notebook of these code cells for the ``maze-lab`` kernel, written to ``path`` (its folder is made)."""
+    """A notebook of these code cells for the stock ``python3`` kernel, written to ``path`` (its folder is made)."""
     import nbformat
 
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    notebook.metadata["kernelspec"] = {"name": "maze-lab", "display_name": "maze-lab", "language": "python"}
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
     return path

@@ -100,7 +100,7 @@ class Kernel:
                        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == parent_msg_id)
 
     @classmethod
-    def start(cls, *extra: str, name: str = "maze-lab", cwd: Path | None = None,
+    def start(cls, *extra: str, name: str = "python3", cwd: Path | None = None,
               env: dict[str, str] | None = None) -> Kernel:
         """Start the kernel ``name`` (its kernel spec, as JupyterLab and papermill start it) with ``extra`` kernel
         options, and wait until it answers."""

@@ -377,24 +377,33 @@ def test_lab_defaults_to_the_default_outputs_and_a_free_port(tmp_path: Path, mon
     assert 8866 < port < 8866 + 50 and "--no-browser" not in words
 
 
-def test_lab_notebook_is_the_app_and_is_written_where_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lab_notebook_is_the_shipped_app_and_run_finds_shipped_notebooks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """In a checkout the notebooks that ship are notebooks/ (a wheel carries them as maze_lab/notebooks, see
+    test_packaging): the Lab app serves its lab.ipynb, and ``maze-lab run NAME`` refuses a name that is neither a
+    file nor shipped, naming the ones that ship."""
     import nbformat
 
     from maze_lab import cli
+    from maze_lab.cli.shipped_notebooks import copy_notebooks, find_notebook, shipped_notebooks
 
-    notebook = nbformat.read(REPO / "notebooks" / "lab.ipynb", as_version=4)
+    assert shipped_notebooks() == REPO / "notebooks" and cli.lab_notebook() == REPO / "notebooks" / "lab.ipynb"
+    notebook = nbformat.read(cli.lab_notebook(), as_version=4)
     code = [c for c in notebook.cells if c.cell_type == "code"]
-    assert len(code) == 1 and code[0].source == cli.LAB_NOTEBOOK_CODE
-    assert all(not c.get("outputs") for c in code)  # committed without outputs
-    assert cli.lab_notebook() == REPO / "notebooks" / "lab.ipynb"
-    # an installed wheel has no notebooks/ folder: a copy is written and used
-    monkeypatch.setattr(cli.lab, "__file__", str(tmp_path / "site" / "maze_lab" / "cli" / "lab.py"))
+    assert len(code) == 1 and "LabApp()" in code[0].source and notebook.metadata.kernelspec.name == "python3"
     monkeypatch.chdir(tmp_path)
-    written = cli.lab_notebook()
-    assert written.parent != REPO / "notebooks"
-    copy = nbformat.read(written, as_version=4)
-    nbformat.validate(copy)
-    assert copy.cells[0].source == cli.LAB_NOTEBOOK_CODE and copy.metadata.kernelspec.name == "maze-lab"
+    assert find_notebook("train") == find_notebook("train.ipynb") == REPO / "notebooks" / "train.ipynb"
+    (tmp_path / "train.ipynb").write_text("{}")
+    assert find_notebook("train.ipynb") == Path("train.ipynb")  # the user's own file comes first
+    assert main(["run", "nothing_like_it"]) == 2
+    err = capsys.readouterr().err
+    assert "notebook nothing_like_it does not exist, and no notebook of that name ships with maze-lab" in err
+    assert "train.ipynb" in err and "maze-lab notebooks DIR" in err
+    copied, kept = copy_notebooks(tmp_path)
+    assert [p.name for p in kept] == ["train.ipynb"] and (tmp_path / "train.ipynb").read_text() == "{}"
+    assert len(copied) == len(list((REPO / "notebooks").glob("*.ipynb"))) - 1
+    assert main(["notebooks", str(tmp_path / "train.ipynb")]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
 
 
 def test_lab_refuses_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:

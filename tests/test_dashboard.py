@@ -744,7 +744,7 @@ def test_the_cockpit_follows_a_live_run_in_a_kernel_and_stops_it(tmp_path):
         """,
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(textwrap.dedent(c)) for c in cells])
-    NotebookClient(nb, kernel_name="maze-lab", timeout=400).execute()
+    NotebookClient(nb, kernel_name="python3", timeout=400).execute()
     assert "stopped after" in nb.cells[1].outputs[-1]["text"]
     assert "ok" in nb.cells[3].outputs[-1]["text"]
 

@@ -40,7 +40,7 @@ def notebook(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params = nbformat.v4.new_code_cell('seed = 0\nrun_dir = ""\nlog_base_dir = ""')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(TRAIN_CELL)]
-    nb.metadata["kernelspec"] = {"display_name": "maze-lab", "language": "python", "name": "maze-lab"}
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     path = tmp_path_factory.mktemp("nb") / "cartpole.ipynb"
     nbformat.write(nb, path)
     return path

@@ -1,4 +1,5 @@
-"""The README's set-up on a stock Debian PATH: a virtual environment of its own, the project's own kernel."""
+"""The README's set-up on a stock Debian PATH: a virtual environment of its own whose stock ``python3`` kernel runs the
+notebooks."""
 
 from __future__ import annotations
 
@@ -16,25 +17,27 @@ ROOT = Path(__file__).resolve().parents[1]
 STOCK_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-def test_every_notebook_runs_in_the_project_kernel() -> None:
-    """Notebooks (and so papermill runs) name the kernel ``maze-lab``, never the user's ``python3``."""
+def test_every_notebook_runs_in_the_stock_python3_kernel() -> None:
+    """Notebooks (and so papermill runs and the Lab app) name Jupyter's stock ``python3`` kernel, which every
+    environment with ipykernel has: a wheel install needs no kernel that only the checkout's set-up installs."""
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
     assert notebooks
     for path in notebooks:
         spec = json.loads(path.read_text())["metadata"]["kernelspec"]
-        assert spec["name"] == "maze-lab", f"{path.name} uses kernel {spec['name']!r}"
+        assert spec["name"] == "python3", f"{path.name} uses kernel {spec['name']!r}"
 
 
-def test_project_kernel_is_installed_inside_the_environment() -> None:
-    """The ``maze-lab`` kernel spec lives under this environment's prefix and starts this environment's Python."""
+def test_the_python3_kernel_starts_this_environments_python() -> None:
+    """In the project's environment the ``python3`` kernel is the environment's own (its kernel spec comes before a
+    user-wide one) and starts this environment's Python."""
+    from jupyter_client import KernelManager
     from jupyter_client.kernelspec import KernelSpecManager
 
-    spec = KernelSpecManager().get_kernel_spec("maze-lab")
-    assert Path(spec.resource_dir).resolve().is_relative_to(Path(sys.prefix).resolve())
-    assert Path(spec.argv[0]).resolve() == Path(sys.executable).resolve()
-    # ipykernel's own kernel: maze-lab brings no kernel of its own
-    assert spec.argv[spec.argv.index("-m") + 1] == "ipykernel_launcher" and "{connection_file}" in spec.argv
-    assert not [arg for arg in spec.argv if "maze_lab" in arg], spec.argv
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert Path(spec.resource_dir).resolve().is_relative_to(Path(sys.prefix).resolve()), spec.resource_dir
+    command = KernelManager(kernel_name="python3").format_kernel_cmd()
+    assert Path(command[0]).resolve() == Path(sys.executable).resolve(), command
+    assert command[command.index("-m") + 1] == "ipykernel_launcher"
 
 
 def test_setup_refuses_an_unsupported_python_with_a_clear_message(tmp_path: Path) -> None:
@@ -64,7 +67,8 @@ def test_setup_on_a_stock_path_installs_into_its_own_environment(tmp_path: Path)
 
     To keep the test short, the environment is prepared as the script would create it and sees this
     environment's already installed dependencies through a ``.pth`` file; the script then installs maze-lab
-    and its kernel into it. Nothing may be written to the user's home (no user-wide kernels, no pip --user).
+    into it, and the notebooks' ``python3`` kernel starts its Python. Nothing may be written to the user's home
+    (no user-wide kernels, no pip --user).
     """
     home = tmp_path / "home"
     home.mkdir()
@@ -89,10 +93,12 @@ def test_setup_on_a_stock_path_installs_into_its_own_environment(tmp_path: Path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "setup: done" in proc.stdout
 
-    kernel = json.loads((venv / "share" / "jupyter" / "kernels" / "maze-lab" / "kernel.json").read_text())
-    assert Path(kernel["argv"][0]) == venv / "bin" / "python"
-    assert kernel["argv"][kernel["argv"].index("-m") + 1] == "ipykernel_launcher"
-    assert not [arg for arg in kernel["argv"] if "maze_lab" in arg], kernel["argv"]
+    kernel = ("from jupyter_client import KernelManager\n"
+              "print(KernelManager(kernel_name='python3').format_kernel_cmd()[0])")
+    command = subprocess.run([str(venv / "bin" / "python"), "-c", kernel], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert command.returncode == 0 and Path(command.stdout.strip()) == venv / "bin" / "python", command
+    assert not (venv / "share" / "jupyter" / "kernels" / "maze-lab").exists()  # no kernel of its own
     written = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
     assert not [p for p in written if "jupyter" in p or "site-packages" in p], written
 

@@ -497,10 +497,11 @@ def test_exported_html_slider_moves_the_frames_in_chromium(cutting_dir, cartpole
 
 
 def test_viewer_notebook_runs_in_a_kernel(tmp_path):
-    """notebooks/viewer.ipynb executes top to bottom (papermill, kernel maze-lab): Cutting-2D and CartPole viewers."""
+    """notebooks/viewer.ipynb executes top to bottom (papermill, the stock python3 kernel): Cutting-2D and CartPole
+    viewers."""
     papermill = pytest.importorskip("papermill")
     out = tmp_path / "viewer_out.ipynb"
-    nb = papermill.execute_notebook(str(ROOT / "notebooks" / "viewer.ipynb"), str(out), kernel_name="maze-lab",
+    nb = papermill.execute_notebook(str(ROOT / "notebooks" / "viewer.ipynb"), str(out), kernel_name="python3",
                                     parameters={"n_episodes": 2, "max_steps": 16, "cartpole_episodes": 1,
                                                 "trajectory_dir": str(tmp_path)},
                                     progress_bar=False, cwd=str(tmp_path))

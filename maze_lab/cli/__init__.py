@@ -23,7 +23,6 @@ from typing import Any
 from maze_lab.cli.errors import EXIT_BAD_INPUT, _bad_input_types, _report
 from maze_lab.cli.lab import (
     LAB_DEFAULT_PORT,
-    LAB_NOTEBOOK_CODE,
     _jupyter,
     _lab,
     lab_app_command,
@@ -39,7 +38,7 @@ from maze_lab.cli.train import _demo, _sweep, _train, parse_sweep
 from maze_lab.run.commands import BadInput
 from maze_lab.run.config import split_values
 
-__all__ = ["BadInput", "EXIT_BAD_INPUT", "LAB_DEFAULT_PORT", "LAB_NOTEBOOK_CODE", "build_parser", "lab_app_command",
+__all__ = ["BadInput", "EXIT_BAD_INPUT", "LAB_DEFAULT_PORT", "build_parser", "lab_app_command",
            "lab_command", "lab_notebook", "lab_target", "main", "maze_run_main", "parse_sweep", "running_lab_url",
            "split_lab_args", "split_values", "translate_maze_run"]
 
@@ -94,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="execute a parameterised notebook with papermill into a run directory",
                          description="Execute NOTEBOOK with papermill into a new run directory; the executed "
                                      "notebook is saved there.")
-    run.add_argument("notebook", help="notebook with a cell tagged 'parameters'")
+    run.add_argument("notebook", help="notebook with a cell tagged 'parameters': a path, or the name of a notebook "
+                                      "that ships with maze-lab (train.ipynb; `maze-lab notebooks` lists and copies "
+                                      "them)")
     run.add_argument("-p", "--parameter", dest="parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
                      help="a parameter; VALUE is read as YAML (3, 0.001, true, '{algorithm.lr: 0.001}') and "
                           "must be a plain literal (text, number, bool, null, lists and mappings of those; no YAML "
@@ -195,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     from maze_lab.cli.report import add_report_parser  # one HTML file of runs (imports the widgets when it runs)
 
     add_report_parser(sub, common)
+    from maze_lab.cli.shipped_notebooks import add_notebooks_parser  # copies the notebooks that ship
+
+    add_notebooks_parser(sub, common)
     return parser
 
 

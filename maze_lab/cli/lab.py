@@ -125,44 +125,15 @@ def _become(cmd: list[str], env: dict[str, str] | None = None) -> int:
 
 
 # ---- lab (the voila app) -------------------------------------------------------------------------------------------
-LAB_NOTEBOOK_CODE = (
-    "# The maze-lab Lab app: `maze-lab lab` serves this notebook with voila (no code shown). In JupyterLab, run this "
-    "cell.\n"
-    "from maze_lab.widgets.lab_app import LabApp\n"
-    "\n"
-    "app = LabApp()  # runs go to $MAZE_LAB_OUTPUTS, else <project root>/outputs; LabApp(base_dir=...) picks another\n"
-    "app")
-"""The code of ``notebooks/lab.ipynb`` (written out where the notebook is not at hand, e.g. an installed wheel)."""
-
 LAB_DEFAULT_PORT = 8866
 
 
 def lab_notebook() -> Path:
-    """The notebook of the Lab app: ``notebooks/lab.ipynb`` of the maze-lab source tree (a checkout or an editable
-    install) or of the project in the working directory; else a copy written into a per-user temporary folder."""
-    import json
-    import tempfile
+    """The notebook of the Lab app: ``lab.ipynb`` of the notebooks that ship with maze-lab (an installed wheel's
+    ``maze_lab/notebooks``, a checkout's ``notebooks/``)."""
+    from maze_lab.cli.shipped_notebooks import shipped_notebooks
 
-    from maze_lab.run.run_dir import project_root
-
-    package_root = Path(__file__).resolve().parents[2]
-    candidates = [package_root / "notebooks" / "lab.ipynb"]
-    root = project_root()
-    if root is not None:
-        candidates.append(root / "notebooks" / "lab.ipynb")
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    folder = Path(tempfile.gettempdir()) / f"maze-lab-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    notebook = folder / "lab.ipynb"
-    content = {"cells": [{"cell_type": "code", "execution_count": None, "id": "maze-lab-app", "metadata": {},
-                          "outputs": [], "source": LAB_NOTEBOOK_CODE.splitlines(keepends=True)}],
-               "metadata": {"kernelspec": {"display_name": "maze-lab", "language": "python", "name": "maze-lab"},
-                            "language_info": {"name": "python"}},
-               "nbformat": 4, "nbformat_minor": 5}
-    notebook.write_text(json.dumps(content, indent=1))
-    return notebook
+    return shipped_notebooks() / "lab.ipynb"
 
 
 def _port_is_free(port: int) -> bool:

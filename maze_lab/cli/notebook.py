@@ -58,10 +58,15 @@ def running_lab_url(path: Path) -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from maze_lab.cli.shipped_notebooks import find_notebook
     from maze_lab.run.notebook_batch import is_batch_command, run_batch_command
     from maze_lab.run.papermill_run import NotebookRunError, parse_parameter, run_notebook
     from maze_lab.run.progress import is_terminal
 
+    notebook = find_notebook(args.notebook)  # a file of the user's, else a notebook that ships of that name
+    if notebook != Path(args.notebook):
+        print(f"maze-lab run: {args.notebook} is the notebook that ships with maze-lab: {notebook}", flush=True)
+        args.notebook = str(notebook)
     if is_batch_command(args):  # -p key a,b,c, --jobs or --ray: one execution per combination
         return run_batch_command(args)
 

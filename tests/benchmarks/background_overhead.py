@@ -1,8 +1,8 @@
 """A run training while the user works in the notebook: in the kernel's background, or detached; what cells cost
 the run, and what the run costs the cells.
 
-One real Jupyter kernel (``--kernel``: the project's ``maze-lab`` spec by default, or ``python3``; both are
-ipykernel's), driven through jupyter_client as JupyterLab drives it, starts the same seeded PPO CartPole run
+One real Jupyter kernel (``--kernel``: the stock ``python3`` spec that the notebooks name by default; any
+ipykernel spec), driven through jupyter_client as JupyterLab drives it, starts the same seeded PPO CartPole run
 either in a background thread of the kernel (``rc.train_async()``, "in-kernel": the run pauses at its step
 boundaries while a cell runs, which it learns of through IPython's pre_run_cell/post_run_cell events) or in a
 process of its own (``rc.train_async(detach=True)``, "detached": the kernel holds an ``AttachedRun``). Per
@@ -450,8 +450,8 @@ def main() -> None:
                         "process), local (envs in worker processes) or processes (rollouts in worker processes)")
     parser.add_argument("--torch-threads", type=int, default=0,
                         help="torch threads of the run (0: the config's torch_threads, 1)")
-    parser.add_argument("--kernel", default="maze-lab",
-                        help="Jupyter kernel: maze-lab (the project's spec, ipykernel's kernel) or python3")
+    parser.add_argument("--kernel", default="python3",
+                        help="Jupyter kernel spec (default: python3, the one the notebooks name)")
     parser.add_argument("--concurrency", type=int, default=0, help="runner.concurrency (0: the runner's default)")
     parser.add_argument("--n-workers", type=int, default=0,
                         help="runner=processes: runner.n_workers (0: the runner's default)")

@@ -198,7 +198,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=2.0, help="seconds per window of the on/off run")
     parser.add_argument("--runner", default="dev", help="runner config: dev (the run's envs and policy in the training "
                         "thread) or processes (rollouts in worker processes, the learner in the kernel)")
-    parser.add_argument("--kernel", default="maze-lab", help="Jupyter kernel: maze-lab (the project's) or python3")
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel spec (default: python3, the notebooks')")
     args = parser.parse_args()
 
     kernel = Kernel(args.kernel)
