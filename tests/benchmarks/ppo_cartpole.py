@@ -1,12 +1,17 @@
-"""maze-lab PPO vs Stable-Baselines3 PPO on CartPole-v1 with the same hyperparameters.
+"""maze-lab PPO vs Stable-Baselines3 PPO and a lean bare-PyTorch PPO loop on CartPole-v1 with the same
+hyperparameters.
 
-Both: 8 envs (in process), 32 steps per rollout, batch 256, 20 optimization epochs, gamma 0.98, GAE 0.8,
+All three: 8 envs (in process), 32 steps per rollout, batch 256, 20 optimization epochs, gamma 0.98, GAE 0.8,
 lr 1e-3 and clip range 0.2 linearly decayed over the budget, no entropy bonus, max grad norm 0.5, two
 64-unit tanh layers for policy and value. Every 10 rollouts (2,560 env steps) the deterministic policy is
 evaluated on 8 episodes; evaluation time is not counted. Reports env steps per second of training and the
 wall-clock training time until the evaluation mean reaches 475.
 
-Five seeds by default; the table shows min / median / max on both sides (steps per second, seconds and env steps
+The bare-PyTorch loop (``bare_torch_ppo.py``) is what a user would write by hand for this one task in eager
+PyTorch and raw Gymnasium (no statistics, checkpoints or checks): the ceiling that maze-lab's overhead is measured
+against. Per seed the three run one after the other in the same process.
+
+Five seeds by default; the table shows min / median / max for each (steps per second, seconds and env steps
 to solve; an unsolved seed counts as never).
 
 Run: python tests/benchmarks/ppo_cartpole.py [--seeds 0 1 2 3 4] [--budget 102400]
@@ -115,16 +120,19 @@ def _spread(values: list[float], fmt: str) -> str:
 
 
 def main() -> None:
-    """Run both on several seeds and print the table and the bench line."""
+    """Run the three on several seeds and print the table and the bench line."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--budget", type=int, default=102_400)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = {"maze-lab": [], "Stable-Baselines3": []}
+    from bare_torch_ppo import run_bare
+
+    rows = {"maze-lab": [], "Stable-Baselines3": [], "bare PyTorch": []}
     for seed in args.seeds:
         rows["maze-lab"].append(run_maze(seed, args.budget))
         rows["Stable-Baselines3"].append(run_sb3(seed, args.budget))
+        rows["bare PyTorch"].append(run_bare(seed, args.budget, TARGET))
 
     print(f"PPO on CartPole-v1, seeds {args.seeds}, budget {args.budget} env steps, target eval mean {TARGET}")
     print(f"{'':<19}{'solved':>7}  {'steps/s min / median / max':>28}  {'s to solve min / median / max':>30}  "
@@ -144,7 +152,9 @@ def main() -> None:
     sps_ratio = summary["maze-lab"][0] / summary["Stable-Baselines3"][0]
     t_maze, t_sb3 = summary["maze-lab"][1], summary["Stable-Baselines3"][1]
     time_ratio = t_maze / t_sb3 if np.isfinite(t_sb3) else float("nan")
-    print(f"bench: ppo_cartpole steps_per_s_vs_sb3={sps_ratio:.2f} time_to_solve_vs_sb3={time_ratio:.2f}")
+    bare_ratio = summary["maze-lab"][0] / summary["bare PyTorch"][0]
+    print(f"bench: ppo_cartpole steps_per_s_vs_sb3={sps_ratio:.2f} time_to_solve_vs_sb3={time_ratio:.2f} "
+          f"steps_per_s_vs_bare_torch={bare_ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""maze-lab SAC vs Stable-Baselines3 SAC on Pendulum-v1, both with the RL Zoo's Pendulum-v1 settings.
+"""maze-lab SAC vs Stable-Baselines3 SAC and a lean bare-PyTorch SAC loop on Pendulum-v1, all with the RL Zoo's
+Pendulum-v1 settings.
+
+The bare-PyTorch loop (``bare_torch_sac.py``) is what a user would write by hand for this one task in eager PyTorch
+and raw Gymnasium: the ceiling that maze-lab's overhead is measured against (``steps_per_s_vs_bare_torch``).
 
 The RL Zoo's ``Pendulum-v1`` entry of ``hyperparams/sac.yml`` sets only lr 1e-3; everything else is SB3's SAC
 default, which both sides here set explicitly:
@@ -15,7 +19,7 @@ default, which both sides here set explicitly:
 maze-lab runs ``experiment=pendulum_sac`` through ``RunContext`` with ``algorithm.entropy_coef_lr=0.001`` and
 nothing else changed that affects training; the run's statistics, TensorBoard files and checkpoints are written
 as in any run and count as training time. SB3 runs ``SAC("MlpPolicy", ...)`` on ``make_vec_env("Pendulum-v1")``.
-Both use one torch thread. Per seed the two systems run one after the other, the order alternating by seed.
+All use one torch thread. Per seed the systems run one after the other, the order rotating by seed.
 
 Evaluation (the same code for both): the deterministic policy on 10 Pendulum-v1 episodes side by side, reset with
 the fixed seeds 10,000 ... 10,009, after every 1,000 gradient steps, i.e. at 1,100, 2,100, ... env steps (the 100
@@ -230,7 +234,7 @@ def _spread(values: list[float], fmt: str) -> str:
 
 
 def main() -> None:
-    """Run both on several seeds, print the tables and the bench line."""
+    """Run the three on several seeds, print the tables and the bench line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds (0 .. N-1); default 3")
     parser.add_argument("--max-steps", type=int, default=20_000,
@@ -241,14 +245,19 @@ def main() -> None:
     max_steps = args.max_steps // EVAL_EVERY * EVAL_EVERY
     seeds = list(range(args.seeds))
     torch.set_num_threads(1)
-    names = ("maze-lab", "SB3")
+    from bare_torch_sac import run_bare_sac
+
+    names = ("maze-lab", "SB3", "bare")
     rows: dict[str, list[Result]] = {name: [] for name in names}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sac_pendulum_") as out_dir:
+        runs = {"maze-lab": lambda seed: run_maze(seed, max_steps, out_dir),
+                "SB3": lambda seed: run_sb3(seed, max_steps),
+                "bare": lambda seed: run_bare_sac(seed, max_steps, EvalClock(), RANDOM_STEPS, EVAL_EVERY, LR)}
         for seed in seeds:
-            order = names if seed % 2 == 0 else names[::-1]
+            order = names[seed % 3:] + names[:seed % 3]
             for name in order:
-                result = run_maze(seed, max_steps, out_dir) if name == "maze-lab" else run_sb3(seed, max_steps)
+                result = runs[name](seed)
                 rows[name].append(result)
                 print(f"  seed {seed} {name}: {result.steps_per_s:.0f} steps/s, to {TARGET:.0f}: {_fmt_s(result)} s"
                       f" / {_fmt_steps(result)} env steps", flush=True)
@@ -279,7 +288,8 @@ def main() -> None:
     print(f"total wall time {time.perf_counter() - started:.0f} s")
     (maze_sps, maze_t), (sb3_sps, sb3_t) = summary["maze-lab"], summary["SB3"]
     time_ratio = maze_t / sb3_t if np.isfinite(sb3_t) else float("nan")
-    print(f"bench: sac_pendulum steps_per_s_vs_sb3={maze_sps / sb3_sps:.2f} time_to_solve_vs_sb3={time_ratio:.2f}")
+    print(f"bench: sac_pendulum steps_per_s_vs_sb3={maze_sps / sb3_sps:.2f} time_to_solve_vs_sb3={time_ratio:.2f} "
+          f"steps_per_s_vs_bare_torch={maze_sps / summary['bare'][0]:.2f}")
 
 
 if __name__ == "__main__":
