@@ -268,7 +268,7 @@ def _typed_section(parts: list[str]) -> bool:
 
 
 # The trainer modules import torch; their config classes live in a module that does not, so that a configuration
-# is checked before torch is imported. tests/test_config.py checks that both names are the same class.
+# is checked before torch is imported. tests/run/test_config.py checks that both names are the same class.
 _LIGHT_ALGORITHM_CONFIGS = {
     "maze_lab.train.trainers.ppo.PPOAlgorithmConfig": "maze_lab.train.trainers.common.config.PPOAlgorithmConfig",
     "maze_lab.train.trainers.a2c.A2CAlgorithmConfig": "maze_lab.train.trainers.common.config.A2CAlgorithmConfig",

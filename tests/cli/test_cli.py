@@ -22,7 +22,7 @@ from conf_options import listed_options
 
 from maze_lab.cli import main, parse_sweep, running_lab_url, split_lab_args, split_values
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = ["n_epochs=1", "algorithm.epoch_length=2", "algorithm.n_rollout_steps=16", "runner.concurrency=2",
         "algorithm.eval_repeats=1"]
 

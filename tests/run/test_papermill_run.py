@@ -15,7 +15,7 @@ from conf_options import listed_options
 from maze_lab.core.utils.factory import ConfigurationError  # noqa: E402
 from maze_lab.run.papermill_run import NotebookRunError, notebook_parameters, run_notebook  # noqa: E402
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "train.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "train.ipynb"
 PARAMS = {"n_epochs": 2, "epoch_length": 2, "seed": 42,
           "overrides": {"algorithm.n_rollout_steps": 16, "runner.concurrency": 2, "algorithm.eval_repeats": 1}}
 

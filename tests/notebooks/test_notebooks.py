@@ -118,7 +118,7 @@ def test_every_notebook_is_executed_by_a_test() -> None:
     ``test_notebooks_browser.py``: a new notebook without a test fails here."""
     from notebook_utils import REPO
 
-    tests = [p for p in (REPO / "tests").glob("test_*.py") if p.name != "test_notebooks_browser.py"]
+    tests = [p for p in (REPO / "tests").rglob("test_*.py") if p.name != "test_notebooks_browser.py"]
     sources = "\n".join(p.read_text() for p in tests)
     missing = [p.name for p in _notebooks() if f'"{p.name}"' not in sources and f"'{p.name}'" not in sources
                and f'"{p.stem}"' not in sources and f"/ \"{p.name}\"" not in sources]

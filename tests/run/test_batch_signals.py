@@ -27,7 +27,7 @@ from maze_lab.run.runs import list_runs
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="the checks read processes from /proc")
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "train.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "train.ipynb"
 LONG = {"algorithm.epoch_length": 1, "algorithm.n_rollout_steps": 16, "runner.concurrency": 1,
         "runner.eval_concurrency": 1, "algorithm.eval_repeats": 1, "algorithm.patience": 0, "n_epochs": 100000}
 """Runs that train until they are stopped, in epochs of one short update."""

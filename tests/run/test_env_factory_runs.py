@@ -67,7 +67,7 @@ def test_an_importable_factory_is_recorded_and_rebuilt_under_trust(factory_modul
     assert _drive(deployment) > 0
     deployment.close()
 
-    env = {"PYTHONPATH": f"{factory_module}:{Path(__file__).resolve().parents[1]}", "PATH": "/usr/bin:/bin",
+    env = {"PYTHONPATH": f"{factory_module}:{Path(__file__).resolve().parents[2]}", "PATH": "/usr/bin:/bin",
            "HOME": str(tmp_path)}
     refused = subprocess.run([*maze_lab_command(), "rollout", str(rc.run_dir), "--episodes", "1"], cwd=tmp_path,
                              capture_output=True, text=True, timeout=300, env=env)

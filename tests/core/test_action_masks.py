@@ -23,7 +23,7 @@ from maze_lab.perception.models.built_in import FlattenConcatMaskedPolicyNet, Fl
 from maze_lab.run.run_context import RunContext
 
 N_ORDERS = 5
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "maze_lab" / "conf" / "model" / "flatten_concat.yaml"
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "maze_lab" / "conf" / "model" / "flatten_concat.yaml"
 
 
 # ---- a custom env written as the seed's tutorial shows: core env, MazeState, conversion interfaces ----------------

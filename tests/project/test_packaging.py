@@ -15,15 +15,15 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
-import tomllib
 import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 from browser_utils import free_port, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 NOTEBOOK_EXTRA = ("ipywidgets", "plotly", "anywidget")
 

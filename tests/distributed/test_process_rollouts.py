@@ -70,7 +70,7 @@ def broken_factory():
 
 
 def _ppo_config(**overrides) -> PPOAlgorithmConfig:
-    # the configuration of tests/test_training.py::test_ppo_solves_cartpole (the runner=dev learning test)
+    # the configuration of tests/train/test_training.py::test_ppo_solves_cartpole (the runner=dev learning test)
     params = dict(n_epochs=30, epoch_length=10, n_rollout_steps=32, lr=LinearSchedule(1e-3, 0.0), gamma=0.98,
                   gae_lambda=0.8, entropy_coef=0.0, batch_size=256, n_optimization_epochs=20,
                   clip_range=LinearSchedule(0.2, 0.0), max_grad_norm=0.5, seed=0, patience=0)

@@ -508,7 +508,8 @@ def test_the_playground_in_a_kernel(cutting_run: Path, tmp_path: Path) -> None:
     from kernel_utils import Kernel
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),  # the tests' helpers
+                                         os.environ.get("PYTHONPATH", "")])}
     kernel = Kernel.start(cwd=tmp_path, env=env)
     try:
         cell = kernel.ok(textwrap.dedent(f"""

@@ -23,7 +23,7 @@ pytest.importorskip("furo", reason="the furo theme is not installed (bash script
 
 pytestmark = pytest.mark.docs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 EXECUTED = REPO / "test-artifacts" / "executed"
 BUILD_TIMEOUT = 600

@@ -37,7 +37,7 @@ pytest.importorskip("ipywidgets")
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PNG = b"\x89PNG\r\n\x1a\n"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
