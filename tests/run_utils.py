@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from maze_lab.core.log_stats.stats_files import write_stats_file
+from maze_lab.core.log_stats.writers import StatsStore
 from maze_lab.run.run_context import RunContext
+from maze_lab.run.run_dir import RunDirectory
 
 TINY = {"n_epochs": 1, "algorithm.epoch_length": 1, "algorithm.n_rollout_steps": 16, "runner.concurrency": 1,
         "runner.eval_concurrency": 1, "algorithm.eval_repeats": 1}
@@ -46,6 +52,38 @@ def run_with_an_episode(base: Path) -> Path:
     finally:
         rc.close()
     return rc.run_dir
+
+
+def copy_run(run_dir: Path, to: Path) -> Path:
+    """A copy of a finished run directory (its own run from then on)."""
+    shutil.copytree(run_dir, to)
+    (to / "owner.json").unlink(missing_ok=True)
+    return to
+
+
+def lengthen_run(run_dir: Path, to: Path, n_epochs: int, seed: int = 0) -> Path:
+    """A copy of a finished run whose statistics are ``n_epochs`` epochs: its last epoch replayed (scalars varied
+    from epoch to epoch, env steps and training time growing, the action and observation samples as recorded)."""
+    copy_run(run_dir, to)
+    store = StatsStore.load(run_dir)
+    rows, _ = store.rows_since(0)
+    last = max(r[0] for r in rows)
+    rows = [r for r in rows if r[0] == last]
+    samples = [s for s in store.samples() if s[0] == last]
+    rng = np.random.default_rng(seed)
+    epochs = []
+    for epoch in range(1, n_epochs + 1):
+        new_rows = []
+        for _, prefix, topic, event, name, value in rows:
+            if event in ("env_steps", "time_training"):
+                value = value / last * epoch  # what the x-axes read: growing with the epochs
+            else:
+                value = value + (0.1 * abs(value) + 0.01) * (np.sin(epoch / 37.0) + rng.normal())
+            new_rows.append((epoch, prefix, topic, event, name, float(value)))
+        epochs.append((new_rows, [(epoch, *s[1:]) for s in samples]))
+    write_stats_file(to, epochs)
+    RunDirectory(to).write_summary(epoch=n_epochs, target_epochs=n_epochs)
+    return to
 
 
 def stop_if_live(run_dir: Path | None) -> None:

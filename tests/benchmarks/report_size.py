@@ -30,8 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from run_utils import maze_lab_command, run_with_an_episode  # noqa: E402
-from test_report import lengthen_run  # noqa: E402
+from run_utils import lengthen_run, maze_lab_command, run_with_an_episode  # noqa: E402
 
 
 def timed(fn, repeats: int) -> float:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from run_utils import run_maze_lab, run_with_an_episode
+from run_utils import copy_run, lengthen_run, run_maze_lab, run_with_an_episode
 
 from maze_lab.cli import main
 from maze_lab.core.log_stats.stats_files import write_stats_file
@@ -44,38 +44,6 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     (other / "config.yaml").write_text(yaml.safe_dump(config))
     shutil.rmtree(other / "trajectories")
     return {"run": run_dir, "other": other, "base": base}
-
-
-def copy_run(run_dir: Path, to: Path) -> Path:
-    """A copy of a finished run directory (its own run from then on)."""
-    shutil.copytree(run_dir, to)
-    (to / "owner.json").unlink(missing_ok=True)
-    return to
-
-
-def lengthen_run(run_dir: Path, to: Path, n_epochs: int, seed: int = 0) -> Path:
-    """A copy of a finished run whose statistics are ``n_epochs`` epochs: its last epoch replayed (scalars varied
-    from epoch to epoch, env steps and training time growing, the action and observation samples as recorded)."""
-    copy_run(run_dir, to)
-    store = StatsStore.load(run_dir)
-    rows, _ = store.rows_since(0)
-    last = max(r[0] for r in rows)
-    rows = [r for r in rows if r[0] == last]
-    samples = [s for s in store.samples() if s[0] == last]
-    rng = np.random.default_rng(seed)
-    epochs = []
-    for epoch in range(1, n_epochs + 1):
-        new_rows = []
-        for _, prefix, topic, event, name, value in rows:
-            if event in ("env_steps", "time_training"):
-                value = value / last * epoch  # what the x-axes read: growing with the epochs
-            else:
-                value = value + (0.1 * abs(value) + 0.01) * (np.sin(epoch / 37.0) + rng.normal())
-            new_rows.append((epoch, prefix, topic, event, name, float(value)))
-        epochs.append((new_rows, [(epoch, *s[1:]) for s in samples]))
-    write_stats_file(to, epochs)
-    RunDirectory(to).write_summary(epoch=n_epochs, target_epochs=n_epochs)
-    return to
 
 
 # ---- reading a report back ---------------------------------------------------------------------------------------
