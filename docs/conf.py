@@ -289,21 +289,9 @@ def _plotly_js(app: Any, pagename: str, templatename: str, context: dict, doctre
         app.add_js_file("plotly.min.js", priority=200)
 
 
-_ROOT_RELATIVE = re.compile(r"\]\(docs/([^)\s]+)\)")
-
-
-def _page_relative_links(app: Any, docname: str, source: list[str]) -> None:
-    """A link of a page in ``docs/`` written relative to the repository root (``![...](docs/lab_app.png)``, as the
-    README writes them) is read relative to the page, where the file is."""
-    if "/" not in docname:
-        source[0] = _ROOT_RELATIVE.sub(lambda m: f"]({m.group(1)})" if (DOCS / m.group(1)).exists() else m.group(0),
-                                       source[0])
-
-
 def setup(app: Any) -> dict[str, Any]:
     app.add_config_value("maze_lab_generate", True, "env", types=frozenset({bool, int, str}))
     app.connect("config-inited", _generate)
     app.connect("html-page-context", _plotly_js)
-    app.connect("source-read", _page_relative_links)
     return {"parallel_read_safe": True}
 
