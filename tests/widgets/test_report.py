@@ -9,12 +9,14 @@ import html
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
-from run_utils import copy_run, lengthen_run, run_maze_lab, run_with_an_episode
+from run_utils import TINY, copy_run, lengthen_run, run_maze_lab, run_with_an_episode
 
 from maze_lab.cli import main
 from maze_lab.core.log_stats.stats_files import write_stats_file
@@ -138,6 +140,86 @@ def test_the_report_of_a_run_holds_its_numbers_once_each(runs, tmp_path: Path):
     assert base64.b64decode(first.split(",", 1)[1]) == episode.frames.png(0)
     np.testing.assert_allclose([s["return"] for s in steps], episode.cumulative_rewards)
     assert any(kind == "episode-strip" for kind, _, _ in figures(text))
+
+
+def _header(text: str) -> str:
+    """The status line of the report's run (the cockpit's status and progress, the reason and error after it)."""
+    start = text.index("<div class='maze-lab-run-header'>")
+    return text[start:text.index("<nav>", start)]
+
+
+def test_the_report_of_a_live_run_shows_it_as_it_is(tmp_path: Path):
+    """A run that is training (paused between two updates, so that its files hold still): the report says so, and its
+    curves are the statistics of the epochs written so far; the playground acts with that run's policy meanwhile."""
+    from maze_lab import GymMazeEnv
+    from maze_lab.run.attach import attach
+    from maze_lab.run.run_context import RunContext
+    from maze_lab.widgets.playground import EnvPlayground
+
+    rc = RunContext(overrides={**TINY, "n_epochs": 500, "log_base_dir": str(tmp_path)}, silent=True)
+    handle = rc.train_async()
+    try:
+        def epochs() -> int:
+            return int(handle.progress.get("epoch") or 0)
+
+        deadline = time.monotonic() + 600
+        while epochs() < 3:  # a few epochs written (the run goes on: 500 epochs)
+            assert handle.running and time.monotonic() < deadline, handle.status
+            time.sleep(0.1)
+        attach(rc.run_dir).pause(timeout=300)  # returns once the run holds between two updates
+        text = write_report(rc.run_dir, tmp_path / "live.html").read_text(encoding="utf-8")
+        assert "paused" in _header(text), _header(text)
+        curves = assert_curves_are_the_statistics(text, rc.run_dir)
+        assert max(len(epochs_) for epochs_, _ in curves.values()) >= 3
+        pg = EnvPlayground(GymMazeEnv("CartPole-v1"), policy=rc.run_dir, seed=0)
+        try:
+            assert pg.act(5) == 5 and pg.env_steps == 5
+            probs = pg.probabilities["action"]["probs"]
+            assert probs.shape == (2,) and abs(float(probs.sum()) - 1.0) < 1e-5
+        finally:
+            pg.close()
+        assert handle.running  # the report and the playground left the run as it was
+    finally:
+        handle.stop(timeout=300)
+        rc.close()
+
+
+class _BreaksAfter(gym.Wrapper):
+    """CartPole whose simulator breaks at its ``n``-th step."""
+
+    def __init__(self, env: gym.Env, n: int):
+        super().__init__(env)
+        self.n, self.count = n, 0
+
+    def step(self, action):
+        self.count += 1
+        if self.count >= self.n:
+            raise RuntimeError(f"the simulator broke at step {self.count}")
+        return self.env.step(action)
+
+
+def _breaking_cartpole():
+    from maze_lab import GymMazeEnv
+
+    return GymMazeEnv(_BreaksAfter(gym.make("CartPole-v1"), 100))
+
+
+def test_the_report_of_a_failed_run_says_why_and_holds_its_epochs(tmp_path: Path):
+    from maze_lab.run.run_context import RunContext
+
+    rc = RunContext(env=_breaking_cartpole, overrides={**TINY, "n_epochs": 50, "log_base_dir": str(tmp_path)},
+                    silent=True)
+    try:
+        with pytest.raises(Exception, match="the simulator broke"):
+            rc.train()
+    finally:
+        rc.close()
+    assert RunDirectory(rc.run_dir).read_summary()["status"] == "failed"
+    text = write_report(rc.run_dir, tmp_path / "failed.html").read_text(encoding="utf-8")
+    header = _header(text)
+    assert "failed" in header and "the simulator broke at step 100" in header, header
+    curves = assert_curves_are_the_statistics(text, rc.run_dir)  # the epochs before the failure, as written
+    assert max(len(epochs_) for epochs_, _ in curves.values()) >= 2
 
 
 def test_a_long_episode_keeps_every_kth_step_and_says_so(runs, tmp_path: Path):
