@@ -553,7 +553,8 @@ PAGES_AT_ONCE = 4
 """Pages opened side by side, twice, each closed without a word to the server (their kernels start together)."""
 PAGES_TIMEOUT = 480.0
 """Seconds a batch of pages may take to show the app: each page's kernel imports the whole stack, and on a loaded
-2-core machine five of them starting together took more than the three minutes one page was given before."""
+2-core machine five of them starting together (with other work beside) took more than the three minutes one page
+was given before."""
 
 
 @pytest.mark.browser
