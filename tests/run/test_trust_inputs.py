@@ -55,7 +55,7 @@ def one_line(proc: subprocess.CompletedProcess, command: str) -> str:
 # ---- notebook parameters -------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def notebook(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny notebook: a parameters cell with ``env`` and a cell that prints it (maze-lab's kernel)."""
+    """A tiny notebook: a parameters cell with ``env`` and a cell that prints it (the stock python3 kernel)."""
     import nbformat
 
     pytest.importorskip("papermill")
@@ -64,7 +64,7 @@ def notebook(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params = nbformat.v4.new_code_cell('env = "CartPole-v1"\nrun_dir = ""\nlog_base_dir = ""')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell('print("env:", repr(env))')]
-    nb.metadata["kernelspec"] = {"display_name": "maze-lab", "language": "python", "name": "maze-lab"}
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
     path = tmp_path_factory.mktemp("nb") / "tiny.ipynb"
     nbformat.write(nb, path)
     return path
