@@ -25,7 +25,8 @@ def shipped_notebooks() -> Path:
         if (folder / "lab.ipynb").is_file():
             return folder
     raise BadInput(f"the notebooks that ship with maze-lab are missing from its install at {package}; reinstall "
-                   f"maze-lab (pip install --force-reinstall 'maze-lab[notebook]')")
+                   f"maze-lab from its wheel (pip install --force-reinstall maze_lab-*.whl) or its checkout "
+                   f"(bash scripts/setup.sh)")
 
 
 def names() -> list[str]:

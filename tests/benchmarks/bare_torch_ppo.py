@@ -16,6 +16,7 @@ statistics, checkpoints, event logs or checks.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -26,24 +27,31 @@ def _mlp(n_in: int, n_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(n_in, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, n_out))
 
 
-def _evaluate(policy: nn.Module, seed: int, episodes: int = 8) -> float:
-    """Mean reward of ``episodes`` greedy episodes on CartPole-v1 reset with seeds ``seed + 1_000_000 + i``."""
+def evaluate_cartpole(act: Callable[[np.ndarray], int], seed: int, episodes: int = 8) -> float:
+    """Mean reward of ``episodes`` episodes of ``act`` (an observation -> an action) on CartPole-v1, reset with the
+    seeds ``seed + 1_000_000 + i``: the evaluation of the SB3 and the bare-PyTorch columns of ``ppo_cartpole``."""
     import gymnasium as gym
 
     env = gym.make("CartPole-v1")
     totals = []
-    with torch.no_grad():
-        for ep in range(episodes):
-            obs, _ = env.reset(seed=seed + 1_000_000 + ep)
-            done, total = False, 0.0
-            while not done:
-                action = int(policy(torch.as_tensor(obs, dtype=torch.float32)).argmax())
-                obs, reward, terminated, truncated, _ = env.step(action)
-                total += float(reward)
-                done = terminated or truncated
-            totals.append(total)
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + 1_000_000 + ep)
+        done, total = False, 0.0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            total += float(reward)
+            done = terminated or truncated
+        totals.append(total)
     env.close()
     return float(np.mean(totals))
+
+
+def _greedy(policy: nn.Module) -> Callable[[np.ndarray], int]:
+    def act(obs: np.ndarray) -> int:
+        with torch.no_grad():
+            return int(policy(torch.as_tensor(obs, dtype=torch.float32)).argmax())
+
+    return act
 
 
 def run_bare(seed: int, budget: int, target: float, n_envs: int = 8, n_steps: int = 32, n_epochs: int = 20,
@@ -126,7 +134,7 @@ def run_bare(seed: int, budget: int, target: float, n_envs: int = 8, n_steps: in
 
         if (update + 1) % eval_every == 0:
             t0 = time.perf_counter()
-            reward_mean = _evaluate(policy, seed)
+            reward_mean = evaluate_cartpole(_greedy(policy), seed)
             eval_time += time.perf_counter() - t0
             if reward_mean >= target:
                 solved_s, solved_steps = time.perf_counter() - start - eval_time, env_steps

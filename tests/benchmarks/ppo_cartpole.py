@@ -79,7 +79,7 @@ def run_maze(seed: int, budget: int) -> tuple[float, float | None, int | None]:
 
 def run_sb3(seed: int, budget: int) -> tuple[float, float | None, int | None]:
     """The same for Stable-Baselines3."""
-    import gymnasium as gym
+    from bare_torch_ppo import evaluate_cartpole
     from sb3_reference import learn_until_solved
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -91,21 +91,10 @@ def run_sb3(seed: int, budget: int) -> tuple[float, float | None, int | None]:
     model = SB3PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
                    ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), max_grad_norm=0.5, seed=seed,
                    policy_kwargs={"net_arch": [64, 64], "activation_fn": torch.nn.Tanh}, device="cpu", verbose=0)
-    eval_env = gym.make("CartPole-v1")
 
     def evaluate(m) -> float:
-        """8 deterministic episodes."""
-        rewards = []
-        for ep in range(8):
-            obs, _ = eval_env.reset(seed=seed + 1_000_000 + ep)
-            done, total = False, 0.0
-            while not done:
-                action, _ = m.predict(obs, deterministic=True)
-                obs, r, te, tr, _ = eval_env.step(int(action))
-                total += r
-                done = te or tr
-            rewards.append(total)
-        return float(np.mean(rewards))
+        """8 deterministic episodes, as the bare-PyTorch column evaluates."""
+        return evaluate_cartpole(lambda obs: int(m.predict(obs, deterministic=True)[0]), seed)
 
     r = learn_until_solved(model, budget, evaluate, TARGET, every=10)  # evaluated after every 10 updates
     return r.steps_per_s, r.solved_s, r.solved_steps

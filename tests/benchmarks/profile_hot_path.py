@@ -99,11 +99,13 @@ def ppo_training(n_updates: int) -> tuple[cProfile.Profile, float]:
     return profile, sps
 
 
-def _table(title: str, profile: cProfile.Profile, sps: float, unit: str) -> None:
+def _table(title: str, profile: cProfile.Profile, sps: float, unit: str) -> dict[str, float]:
+    """Print the shares of a profile; returns them (fractions of the profiled time) by part."""
     buckets, total = shares(profile)
     print(f"\n{title}: {sps:,.0f} {unit} without the profiler; own time under the profiler {total:.2f} s")
     for label, seconds in sorted(buckets.items(), key=lambda kv: -kv[1]):
         print(f"  {label:<38}{100 * seconds / total:>6.1f} %")
+    return {label: seconds / total for label, seconds in buckets.items()}
 
 
 def main() -> None:
@@ -115,12 +117,11 @@ def main() -> None:
 
     torch.set_num_threads(1)
     profile, sps = env_stack(args.steps)
-    _table("monitored CartPole env stack (GymMazeEnv + monitoring + LogStats)", profile, sps, "steps/s")
-    stack_share = 1.0 - shares(profile)[0].get("raw Gymnasium", 0.0) / shares(profile)[1]
+    stack = _table("monitored CartPole env stack (GymMazeEnv + monitoring + LogStats)", profile, sps, "steps/s")
+    stack_share = 1.0 - stack.get("raw Gymnasium", 0.0)
     profile, sps = ppo_training(args.updates)
-    _table("PPO on CartPole (ppo_cartpole.py settings)", profile, sps, "env steps/s")
-    buckets, total = shares(profile)
-    torch_share = (buckets.get("torch (Python)", 0.0) + buckets.get("torch (C operations)", 0.0)) / total
+    ppo = _table("PPO on CartPole (ppo_cartpole.py settings)", profile, sps, "env steps/s")
+    torch_share = ppo.get("torch (Python)", 0.0) + ppo.get("torch (C operations)", 0.0)
     print(f"bench: profile_hot_path env_stack_not_gymnasium={stack_share:.2f} ppo_torch_share={torch_share:.2f}")
 
 
