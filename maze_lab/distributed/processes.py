@@ -87,6 +87,11 @@ class WorkerProcess:
         self.conn = conn
         self.detail = detail
         self.cloudpickled = cloudpickled
+        self.parts: tuple[Any, Any, Any, Any] | None = None
+        """The worker's ``(build, handle, close, ready)`` where a transport started it (a restart rebuilds it)."""
+        self.restarts = 0
+        """How often the process was replaced by a fresh one."""
+        self._origin: tuple[Any, ...] | None = None  # how start() started it: (ctx, main, payload, args, name, duplex)
 
     @classmethod
     def start(cls, ctx: Any, name: str, main: Callable[..., None], payload: Any, *args: Any,
@@ -111,7 +116,35 @@ class WorkerProcess:
             raise
         finally:
             child.close()  # the worker holds the only other end: its pipe ends with EOF when the worker does
-        return cls(name, proc, parent, detail, cloudpickled)
+        worker = cls(name, proc, parent, detail, cloudpickled)
+        worker._origin = (ctx, main, payload, args, process_name, duplex)
+        return worker
+
+    def restart(self, build: Callable[[], Any] | None = None) -> None:
+        """Replace the process (dead, typically) by a fresh one started the same way; with ``build`` (a worker a
+        transport started), built by ``build`` instead. Its first answer is to be received as after :meth:`start`."""
+        if self._origin is None:
+            raise RuntimeError(f"{self.describe()} was not started by WorkerProcess.start: it cannot be restarted")
+        ctx, main, payload, args, process_name, duplex = self._origin
+        if build is not None:
+            if self.parts is None:
+                raise RuntimeError(f"{self.describe()} runs its own main function: it cannot take another build")
+            self.parts = (build, *self.parts[1:])
+            payload = pickling.dumps(self.parts)
+        self.kill()
+        fresh = WorkerProcess.start(ctx, self.name, main, payload, *args, process_name=process_name,
+                                    detail=self.detail, cloudpickled=self.cloudpickled, duplex=duplex)
+        self.process, self.conn, self._origin = fresh.process, fresh.conn, fresh._origin
+        self.restarts += 1
+
+    def kill(self) -> None:
+        """End the process at once (SIGKILL) and close the pipe; a dead one is left as it is."""
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        if self.process.is_alive() and self.process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join(timeout=5.0)
 
     @property
     def pid(self) -> int | None:

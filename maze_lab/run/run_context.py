@@ -337,8 +337,8 @@ class RunContext:
 
         :param record_frames: store the env's rendered RGB frames with the episodes (None: where the env renders
             RGB frames and has no renderer that can redraw a recorded state, e.g. Gymnasium envs).
-        :param n_workers: split the episodes over this many local processes (``backend="processes"``) or Ray tasks
-            (``backend="ray"``); episode i is seeded ``seed + i`` as in one process (see
+        :param n_workers: split the episodes over this many local processes (``backend="processes"``) or Ray workers
+            (``backend="ray"``, as Ray actors); episode i is seeded ``seed + i`` as in one process (see
             ``maze_lab.train.ray_rollouts.parallel_rollout``).
         :param which: ``best`` (default, as ``maze-lab rollout``) or ``last`` weights (see :meth:`weights`)."""
         from maze_lab.core.rollout import SequentialRolloutRunner

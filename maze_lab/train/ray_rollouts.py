@@ -33,11 +33,12 @@ from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator, LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
-from maze_lab.distributed.protocol import WorkerDied, WorkerError, WorkerRaised
+from maze_lab.distributed.protocol import WorkerDied, WorkerError, WorkerRaised, died_message
 
 # RayConnectionError is raised through this module's API (runner.address): imported for its callers too
 from maze_lab.distributed.ray_runtime import RayConnectionError, ensure_ray  # noqa: F401
 from maze_lab.distributed.ray_workers import RayWorker, gather, remote_worker_class, shutdown_ray_workers
+from maze_lab.distributed.transport import ProcessTransport, RayTransport, map_jobs
 from maze_lab.train.vector_env import MIXED_POLICY_KEYS_ADVICE, EpochEpisodeStats, MixedPolicyKeysError
 
 EnvFactory = Callable[[], Any]
@@ -426,11 +427,11 @@ def ray_rollout_generator(runner: Any, trainer_cls: type, env_factory: Callable[
 
 
 @dataclass
-class _RolloutJob:
+class _RolloutSetup:
+    """What every parallel-rollout worker is built with; its commands are ``("run", (first episode, count))``."""
+
     env_factory: Any
     policy: Any
-    first_episode: int
-    n_episodes: int
     deterministic: bool
     seed: int | None
     record_trajectory: bool
@@ -438,22 +439,45 @@ class _RolloutJob:
     record_frames: bool | None
 
 
-def _run_job(payload: bytes) -> Any:
-    """Worker body: episodes ``first_episode ...`` seeded as the sequential rollout seeds them (``seed + i``)."""
+def _build_rollout_worker(payload: bytes) -> _RolloutSetup:
+    """A parallel-rollout worker's state: its setup, unpickled once (the policy travels once per worker)."""
     import torch
 
+    torch.set_num_threads(1)
+    return cloudpickle.loads(payload)
+
+
+def _rollout_episodes(setup: _RolloutSetup, cmd: str, data: tuple[int, int]) -> Any:
+    """A parallel-rollout worker's command: episodes ``first ... first + count - 1``, seeded as the sequential rollout
+    seeds them (``seed + i``)."""
     from maze_lab.core.rollout.sequential import SequentialRolloutRunner
 
-    torch.set_num_threads(1)
-    job: _RolloutJob = cloudpickle.loads(payload)
-    runner = SequentialRolloutRunner(job.env_factory, job.policy, job.n_episodes,
-                                     record_trajectory=job.record_trajectory, trajectory_dir=job.trajectory_dir,
-                                     deterministic=job.deterministic,
-                                     seed=None if job.seed is None else job.seed + job.first_episode,
-                                     writers=[], record_frames=job.record_frames)
+    if cmd != "run":
+        raise ValueError(f"unknown command {cmd!r}")
+    first, count = data
+    runner = SequentialRolloutRunner(setup.env_factory, setup.policy, count,
+                                     record_trajectory=setup.record_trajectory, trajectory_dir=setup.trajectory_dir,
+                                     deterministic=setup.deterministic,
+                                     seed=None if setup.seed is None else setup.seed + first,
+                                     writers=[], record_frames=setup.record_frames)
     result = runner.run()
     result.stats = {}  # rebuilt from the per-episode statistics by the caller
     return result
+
+
+def _parallel_rollout_error(failure: WorkerError, backend: str) -> RuntimeError:
+    """The error of a parallel-rollout worker that raised or died (all of them were shut down)."""
+    if backend == "ray":
+        return ray_worker_error(RayWorkerError, failure, "rolling out", "rollout workers")
+    from maze_lab.train.process_rollouts import ProcessWorkerError
+
+    name = failure.worker.describe()
+    if isinstance(failure, WorkerRaised):
+        return ProcessWorkerError(f"{name} raised while rolling out (or building its env or policy); all rollout "
+                                  f"workers were shut down. The worker's traceback:\n{failure.trace}")
+    how = failure.how if isinstance(failure, WorkerDied) else None
+    return ProcessWorkerError(died_message(name, how or "its pipe closed", "all rollout workers were shut down",
+                                           "rolling out"))
 
 
 def split_episodes(n_episodes: int, n_workers: int) -> list[tuple[int, int]]:
@@ -473,8 +497,11 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
                      record_trajectory: bool = True, trajectory_dir: str | Path = "trajectory_data",
                      record_frames: bool | None = None, address: str | None = None,
                      on_episodes: Callable[[int], None] | None = None) -> Any:
-    """Roll out ``policy`` for ``n_episodes`` split over ``n_workers`` local processes (``backend="processes"``) or
-    Ray tasks (``backend="ray"``); returns the RolloutResult of a SequentialRolloutRunner over all episodes.
+    """Roll out ``policy`` for ``n_episodes`` split into ``n_workers`` contiguous parts, run by worker processes
+    (``backend="processes"``, one per part) or Ray actors (``backend="ray"``, at most one per CPU of the cluster, each
+    taking the next part as it is done); returns the RolloutResult of a SequentialRolloutRunner over all episodes.
+    The workers speak the worker protocol (:mod:`maze_lab.distributed.transport`): each gets the policy once; one
+    that raises or dies stops them all and is raised naming it (``ProcessWorkerError`` or ``RayWorkerError``).
 
     Episode ``i`` is reset with ``seed + i`` as in the sequential rollout, so with ``deterministic=True`` the
     per-episode rewards and statistics (in episode order) equal the sequential rollout's on the same seed. Sampled
@@ -496,40 +523,43 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
     policy_copy = copy.deepcopy(policy)
     if hasattr(policy_copy, "to"):
         policy_copy.to("cpu")
-    payloads = [pickling.dumps(_RolloutJob(env_factory, policy_copy, first, count, deterministic, seed,
-                                              record_trajectory, str(trajectory_dir), record_frames))
-                for first, count in split_episodes(n_episodes, n_workers)]
+    parts = split_episodes(n_episodes, n_workers)
+    payload = pickling.dumps(_RolloutSetup(env_factory, policy_copy, deterministic, seed, record_trajectory,
+                                           str(trajectory_dir), record_frames))
+    started = False
     if backend == "ray":
         import ray
 
         started = ensure_ray(address, setting="--address")
-        try:
-            task = ray.remote(num_cpus=1)(_run_job)
-            refs = [task.remote(p) for p in payloads]
-            parts = []
-            for w, ref in enumerate(refs):
-                try:
-                    parts.append(ray.get(ref))
-                except ray.exceptions.RayError as err:
-                    raise RayWorkerError(f"rollout worker {w} (Ray task) failed:\n{err}") from err
-                if on_episodes is not None:
-                    on_episodes(len(parts[-1].episode_rewards))
-        finally:
-            if started:
-                ray.shutdown()
+        # a part waits for a free worker: never more workers than the cluster has CPUs for (a local Ray never grows)
+        n_started = max(1, min(len(parts), int(ray.cluster_resources().get("CPU", 1))))
+        transport: Any = RayTransport("_ParallelRolloutWorker", n_started, 1, 0, False, "parallel rollout")
     else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        n_started = len(parts)
+        transport = ProcessTransport(what="parallel rollout worker processes",
+                                     process_name="maze-lab-parallel-rollout")
+    workers: list[Any] = []
+    try:
+        for w in range(n_started):
+            workers.append(transport.start(f"rollout worker {w}", partial(_build_rollout_worker, payload),
+                                           _rollout_episodes))
+        transport.gather(workers)  # built
+        answers = map_jobs(transport, workers, "run", parts,
+                           on_answer=None if on_episodes is None
+                           else lambda _, part: on_episodes(len(part.episode_rewards)))
+    except WorkerError as failure:
+        transport.shutdown(workers)
+        workers = []
+        raise _parallel_rollout_error(failure, transport.name) from None
+    finally:
+        transport.shutdown(workers)
+        if started:
+            import ray
 
-        with ProcessPoolExecutor(max_workers=len(payloads), mp_context=mp.get_context("spawn")) as pool:
-            parts = []
-            for part in pool.map(_run_job, payloads):
-                parts.append(part)
-                if on_episodes is not None:
-                    on_episodes(len(part.episode_rewards))
+            ray.shutdown()
     result = RolloutResult(stats={})
     aggregator = EpochStatsAggregator()
-    for part in parts:
+    for part in answers:
         result.episode_rewards += part.episode_rewards
         result.episode_lengths += part.episode_lengths
         result.episode_stats += part.episode_stats

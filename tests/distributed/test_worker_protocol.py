@@ -1,8 +1,14 @@
-"""The worker protocol with real workers. Local processes (maze_lab.distributed.processes): answers and the
-worker's traceback for a command that raised, a worker killed with SIGKILL named with its pid and signal, a worker that
-exits with a code, a quiet end when the driver goes away, and a bounded shutdown of a worker that ignores the close.
-Ray actors (maze_lab.distributed.ray_workers) running the very same worker (build, commands, close) on a local Ray:
-answers in order, one-way messages, the worker's traceback, a killed actor named and restarted, a bounded shutdown."""
+"""The worker protocol with real workers.
+
+Local processes started with their own main function (maze_lab.distributed.processes, as the vector env's and
+IMPALA's workers are): a quiet end when the driver goes away, a bounded shutdown of a worker that ignores the close and
+SIGTERM, a reporting worker on a one-way pipe.
+
+Then one worker (build, commands, close, ready) on both transports through one interface
+(maze_lab.distributed.transport: local processes and Ray actors on a local Ray), each test run on both: answers in
+order, one-way messages, an object put once for all workers, the worker's traceback with the worker serving on, a
+build that raises as the first answer, a killed worker named and restarted as a fresh one, a worker that exits named,
+a busy worker ended in bounded time while a polite one closes, and jobs handed to whichever worker is free."""
 
 from __future__ import annotations
 
@@ -18,7 +24,6 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from maze_lab.distributed import ray_workers as rw
 from maze_lab.distributed.processes import (
     NO_REPLY,
     WorkerDied,
@@ -29,6 +34,7 @@ from maze_lab.distributed.processes import (
     serve,
     shutdown_workers,
 )
+from maze_lab.distributed.transport import ProcessTransport, RayTransport, map_jobs
 
 # the Ray workers do not have tests/ on their path: the functions of this module travel by value
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -108,63 +114,6 @@ def workers() -> Any:
 # ---- tests ----------------------------------------------------------------------------------------------------
 
 
-def test_a_worker_answers_and_closes_politely(workers: list, tmp_path: Path) -> None:
-    marker = tmp_path / "closed.txt"
-    worker = _start(closed_marker=str(marker))
-    workers.append(worker)
-    assert worker.receive() == worker.pid  # the ready answer
-    assert worker.request("echo", [1, 2]) == [1, 2]
-    worker.send(("note", None))  # not answered
-    assert worker.request("count") == 2
-    shutdown_workers([worker], timeout=DEADLINE)
-    assert not worker.process.is_alive() and worker.process.exitcode == 0
-    assert marker.read_text() == "closed after 2 commands"  # the close hook ran before the worker exited
-
-
-def test_a_command_that_raises_sends_the_workers_traceback_and_the_worker_serves_on(workers: list) -> None:
-    worker = _start()
-    workers.append(worker)
-    worker.receive()
-    with pytest.raises(WorkerRaised) as raised:
-        worker.request("explode", 42)
-    trace = raised.value.trace
-    assert "Traceback (most recent call last)" in trace and "in _explode" in trace
-    assert "ValueError: exploded on purpose with 42" in trace
-    assert isinstance(raised.value, WorkerError) and raised.value.worker is worker
-    assert f"test worker 0 (pid {worker.pid}) raised" in str(raised.value)
-    assert worker.request("echo", "still here") == "still here"  # the driver decides what a failure means
-
-
-def test_a_build_that_raises_is_reported_with_its_traceback(workers: list) -> None:
-    worker = _start(fail_build=True)
-    workers.append(worker)
-    with pytest.raises(WorkerRaised, match=r"(?s)Traceback.*RuntimeError: cannot build this worker"):
-        worker.receive()
-    assert _until(lambda: not worker.process.is_alive()) and worker.process.exitcode == 0
-
-
-def test_a_worker_killed_with_sigkill_is_named_with_its_pid_and_signal(workers: list) -> None:
-    worker = _start(index=3)
-    workers.append(worker)
-    worker.receive()
-    pid = worker.pid
-    os.kill(pid, signal.SIGKILL)
-    with pytest.raises(WorkerDied) as died:
-        worker.request("echo", 1)  # the send may still succeed: then the receive finds the broken pipe
-    assert died.value.how == "signal 9 (SIGKILL)"
-    assert f"test worker 3 (pid {pid}) died: signal 9 (SIGKILL)" in str(died.value)
-    assert died.value.worker is worker and isinstance(died.value, WorkerError)
-
-
-def test_a_worker_that_exits_is_named_with_its_exit_code(workers: list) -> None:
-    worker = _start()
-    workers.append(worker)
-    worker.receive()
-    worker.send(("exit", 3))
-    with pytest.raises(WorkerDied, match=rf"test worker 0 \(pid {worker.pid}\) died: exit code 3"):
-        worker.receive()
-
-
 def test_a_worker_ends_quietly_when_the_driver_goes_away(workers: list, tmp_path: Path,
                                                            capfd: pytest.CaptureFixture) -> None:
     marker = tmp_path / "closed.txt"
@@ -217,7 +166,7 @@ def test_a_reporting_worker_on_a_one_way_pipe_sends_its_error_and_ends() -> None
     assert not worker.process.is_alive()
 
 
-# ---- the Ray transport: the same worker in a Ray actor ------------------------------------------------------------
+# ---- both transports: the same worker through one interface ------------------------------------------------------
 
 
 def _gone(pid: int) -> bool:
@@ -229,43 +178,60 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _ray_start(index: int = 0, **settings: Any) -> rw.RayWorker:
-    """A Ray worker serving the build and commands the local workers above serve."""
-    actor_class = rw.remote_worker_class("_TestWorker", 1, 0.5, 0, False, "the protocol tests")
-    return rw.RayWorker.start(actor_class, f"test worker {index}", lambda: _build(settings), _command, close=_close,
-                              ready=lambda _: os.getpid())
+class Pool:
+    """A transport and the workers a test started on it (all shut down at the test's end)."""
+
+    def __init__(self, transport: Any):
+        self.transport = transport
+        self.workers: list[Any] = []
+
+    @property
+    def ray(self) -> bool:
+        return self.transport.name == "ray"
+
+    def start(self, index: int = 0, **settings: Any) -> Any:
+        worker = self.transport.start(f"test worker {index}", lambda: _build(settings), _command, close=_close,
+                                      ready=lambda _: os.getpid())
+        self.workers.append(worker)
+        return worker
 
 
-@pytest.fixture
-def ray_workers(local_ray: Any) -> Any:
-    """The Ray workers a test starts (append them); all are shut down at its end, whatever happened."""
-    started: list[rw.RayWorker] = []
+@pytest.fixture(params=["processes", "ray"])
+def pool(request: pytest.FixtureRequest) -> Any:
+    """A pool of test workers on each transport in turn."""
+    if request.param == "ray":
+        request.getfixturevalue("local_ray")
+        transport: Any = RayTransport("_TestWorker", 1, 0.5, 0, False, "the protocol tests", close_timeout=5.0)
+    else:
+        transport = ProcessTransport(process_name="maze-lab-test-worker", close_timeout=5.0)
+    started = Pool(transport)
     yield started
-    rw.shutdown_ray_workers(started, timeout=5.0)
+    transport.shutdown(started.workers, timeout=5.0)
 
 
-def test_a_ray_worker_serves_the_same_worker_in_order_and_closes_politely(ray_workers: list, local_ray: Any,
-                                                                            tmp_path: Path) -> None:
+def test_a_worker_serves_in_order_and_closes_politely(pool: Pool, tmp_path: Path) -> None:
     marker = tmp_path / "closed.txt"
-    first, second = _ray_start(0, closed_marker=str(marker)), _ray_start(1)
-    ray_workers.extend([first, second])
-    assert rw.gather([first, second]) == [first.pid, second.pid]  # the ready answers: each actor's pid
-    assert first.built and first.pid != os.getpid() and not _gone(first.pid)
+    first, second = pool.start(0, closed_marker=str(marker)), pool.start(1)
+    assert pool.transport.gather([first, second]) == [first.pid, second.pid]  # the ready answers: each one's pid
+    assert first.pid != os.getpid() and first.pid != second.pid and not _gone(first.pid)
     assert first.request("echo", [1, 2]) == [1, 2]
     first.send(("note", None))  # not answered
     assert first.request("count") == 2
-    # an object reference as data reaches the worker as its object: put once for all workers
-    shared = local_ray.put(list(range(5)))
-    assert rw.gather([first, second], [("echo", shared), ("echo", shared)]) == [list(range(5))] * 2
+    assert pool.transport.gather([first, second], [("echo", "a"), ("echo", "b")]) == ["a", "b"]
+    if pool.ray:  # an object reference as data reaches the worker as its object: put once for all workers
+        import ray
+
+        shared = ray.put(list(range(5)))
+        assert pool.transport.gather([first, second], [("echo", shared)] * 2) == [list(range(5))] * 2
     pid = first.pid
-    rw.shutdown_ray_workers([first], timeout=DEADLINE)
-    assert marker.read_text() == "closed after 3 commands"  # the close hook ran before the actor was ended
+    pool.transport.shutdown([first], timeout=DEADLINE)
+    assert marker.read_text().startswith("closed after ")  # the close hook ran before the worker ended
+    assert marker.read_text() == f"closed after {4 if pool.ray else 3} commands"
     assert _until(lambda: _gone(pid))
 
 
-def test_a_ray_workers_exception_carries_its_traceback_and_the_worker_serves_on(ray_workers: list) -> None:
-    worker = _ray_start()
-    ray_workers.append(worker)
+def test_a_commands_exception_carries_the_workers_traceback_and_the_worker_serves_on(pool: Pool) -> None:
+    worker = pool.start()
     worker.receive()
     with pytest.raises(WorkerRaised) as raised:
         worker.request("explode", 42)
@@ -274,52 +240,74 @@ def test_a_ray_workers_exception_carries_its_traceback_and_the_worker_serves_on(
     assert "ValueError: exploded on purpose with 42" in trace
     assert raised.value.worker is worker and isinstance(raised.value, WorkerError)
     assert f"test worker 0 (pid {worker.pid}) raised" in str(raised.value)
-    assert worker.request("echo", "still here") == "still here"
+    assert worker.request("echo", "still here") == "still here"  # the driver decides what a failure means
 
 
-def test_a_ray_workers_build_that_raises_is_its_first_answer(ray_workers: list) -> None:
-    worker = _ray_start(fail_build=True)
-    ray_workers.append(worker)
+def test_a_build_that_raises_is_the_first_answer(pool: Pool) -> None:
+    worker = pool.start(fail_build=True)
     with pytest.raises(WorkerRaised, match=r"(?s)Traceback.*RuntimeError: cannot build this worker"):
         worker.receive()
-    assert not worker.built and worker.pid is not None
-    with pytest.raises(WorkerRaised, match="cannot serve 'echo': building it raised"):
-        worker.request("echo", 1)
+    assert worker.pid is not None
+    if pool.ray:  # the actor stays, and says why it cannot serve
+        with pytest.raises(WorkerRaised, match="cannot serve 'echo': building it raised"):
+            worker.request("echo", 1)
+    else:  # the process ends after its report
+        assert _until(lambda: not worker.process.is_alive()) and worker.process.exitcode == 0
 
 
-def test_a_killed_ray_worker_is_named_and_a_restart_builds_a_fresh_one(ray_workers: list) -> None:
-    worker = _ray_start(index=3)
-    ray_workers.append(worker)
+def test_a_killed_worker_is_named_and_a_restart_builds_a_fresh_one(pool: Pool) -> None:
+    worker = pool.start(index=3)
     worker.receive()
     pid = worker.pid
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(WorkerDied) as died:
-        worker.request("echo", 1)
+        worker.request("echo", 1)  # the send may still succeed: then the receive finds the end
     assert str(died.value).startswith(f"test worker 3 (pid {pid}) died: ")
     assert died.value.worker is worker and isinstance(died.value, WorkerError) and died.value.how
+    if not pool.ray:
+        assert died.value.how == "signal 9 (SIGKILL)"
     worker.restart()
     assert worker.receive() == worker.pid != pid
     assert worker.restarts == 1 and worker.request("echo", "fresh") == "fresh"
+    worker.restart(lambda: _build({"fail_build": True}))  # a restart with another build
+    with pytest.raises(WorkerRaised, match="cannot build this worker"):
+        worker.receive()
+    assert worker.restarts == 2
 
 
-def test_a_ray_worker_that_exits_is_named(ray_workers: list) -> None:
-    worker = _ray_start()
-    ray_workers.append(worker)
+def test_a_worker_that_exits_is_named(pool: Pool) -> None:
+    worker = pool.start()
     worker.receive()
-    with pytest.raises(WorkerDied, match=rf"test worker 0 \(pid {worker.pid}\) died: "):
+    with pytest.raises(WorkerDied, match=rf"test worker 0 \(pid {worker.pid}\) died: ") as died:
         worker.request("exit", 3)
+    if not pool.ray:
+        assert died.value.how == "exit code 3"
 
 
-def test_a_busy_ray_worker_is_ended_in_bounded_time(ray_workers: list, tmp_path: Path) -> None:
-    """Busy for ever: the shutdown waits its timeout for the close, then kills it; a polite worker closes."""
+def test_a_busy_worker_is_ended_in_bounded_time(pool: Pool, tmp_path: Path) -> None:
+    """Busy for ever: the shutdown waits its timeout for the close, then ends it; a polite worker closes."""
     marker = tmp_path / "closed.txt"
-    stubborn, polite = _ray_start(0), _ray_start(1, closed_marker=str(marker))
-    ray_workers.extend([stubborn, polite])
-    rw.gather([stubborn, polite])
+    stubborn, polite = pool.start(0), pool.start(1, closed_marker=str(marker))
+    pool.transport.gather([stubborn, polite])
     stubborn.send(("hang", None))
-    assert rw.ready_ray_workers([stubborn], timeout=0.1) == []  # its answer is not in
+    assert pool.transport.ready([stubborn], timeout=0.1) == []  # its answer is not in
     started = time.monotonic()
-    rw.shutdown_ray_workers([stubborn, polite], timeout=1.0)
+    pool.transport.shutdown([stubborn, polite], timeout=1.0)
     assert time.monotonic() - started < DEADLINE
     assert _until(lambda: _gone(stubborn.pid) and _gone(polite.pid))
     assert marker.read_text() == "closed after 0 commands"
+
+
+def test_jobs_go_to_whichever_worker_is_free(pool: Pool) -> None:
+    """Seven jobs on two workers, one in flight per worker: every answer in job order, both workers used, a
+    progress call per answer; a job that raises is raised with its traceback."""
+    workers = [pool.start(0), pool.start(1)]
+    pids = pool.transport.gather(workers)
+    seen: list[int] = []
+    answers = map_jobs(pool.transport, workers, "echo", [f"job {i}" for i in range(7)],
+                       on_answer=lambda i, _: seen.append(i))
+    assert answers == [f"job {i}" for i in range(7)] and sorted(seen) == list(range(7))
+    assert sorted(w.request("count") for w in workers) != [0, 7] and sum(w.request("count") for w in workers) == 7
+    assert pids == [w.pid for w in workers]
+    with pytest.raises(WorkerRaised, match="exploded on purpose with 'x'"):
+        map_jobs(pool.transport, workers[:1], "explode", ["x"])

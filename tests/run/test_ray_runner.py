@@ -263,6 +263,44 @@ def test_parallel_rollout_equals_the_sequential_one(tmp_path: Path, backend: str
     assert all(p.parent == rc.run_dir / "trajectories" for p in parallel.trajectory_paths)
 
 
+class KillsItselfOnReset(Wrapper):
+    """CartPole whose process kills itself (SIGKILL) when the env is reset with ``seed``: a worker that dies."""
+
+    def __init__(self, env, seed: int):
+        super().__init__(env)
+        self.fatal_seed = seed
+
+    def reset(self, *args, **kwargs):
+        if kwargs.get("seed") == self.fatal_seed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.env.reset(*args, **kwargs)
+
+
+@pytest.mark.parametrize("backend", ["processes", "ray"])
+def test_parallel_rollout_workers_share_the_episodes_and_a_dead_one_is_named(tmp_path: Path, backend: str):
+    """More parts than the local Ray has CPUs (3 on 2) are handed to the workers as they free up, with the sequential
+    rollout's episodes; a worker that dies is named with its pid (and its signal where the transport knows it),
+    what it was doing and that the workers were shut down."""
+    from maze_lab.train.ray_rollouts import parallel_rollout
+
+    torch.manual_seed(5)
+    env = CARTPOLE()
+    policy = flat_actor_critic(env, hidden=(16,)).policy
+    env.close()
+    sequential = parallel_rollout(CARTPOLE, policy, 6, 1, seed=11, record_trajectory=False)
+    spread = parallel_rollout(CARTPOLE, policy, 6, 3, backend=backend, seed=11, record_trajectory=False)
+    assert spread.episode_lengths == sequential.episode_lengths and len(spread.episode_lengths) == 6
+    killer = functools.partial(KillsItselfOnReset, CARTPOLE(), 11 + 3)  # episode 3: the second worker's first
+    error = RayWorkerError if backend == "ray" else RuntimeError
+    with pytest.raises(error) as died:
+        parallel_rollout(killer, policy, 4, 2, backend=backend, seed=11, record_trajectory=False)
+    message = str(died.value)
+    assert message.startswith("rollout worker 1 (pid ") and " died" in message, message
+    assert "while rolling out" in message and "all rollout workers were shut down" in message, message
+    if backend == "processes":
+        assert "signal 9 (SIGKILL)" in message, message
+
+
 @pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "2", "--ray"]])
 def test_cli_rollout_with_workers_equals_one_process(tmp_path: Path, capsys, extra: list[str]):
     from maze_lab.cli import main
