@@ -26,7 +26,8 @@ import cloudpickle
 
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.main_guard import check_main_guard
-from maze_lab.distributed.processes import WorkerProcess, ready_workers, serve, shutdown_workers
+from maze_lab.distributed.processes import NO_REPLY, WorkerProcess, ready_workers, serve, shutdown_workers
+from maze_lab.distributed.weights import SharedValue, SharedWeights
 
 
 class Worker(Protocol):
@@ -86,14 +87,29 @@ class Transport(Protocol):
         """End ``workers`` in bounded time (their ``close`` hooks run where they still answer)."""
         ...
 
+    def broadcast(self, workers: Sequence[Any], command: str, vector: Any) -> None:
+        """Send every worker ``(command, vector)`` (an update's weights; the handler does not answer it), the vector
+        stored once for all of them."""
+        ...
+
 
 # ---- local processes ------------------------------------------------------------------------------------------
 
 
-def _serve_parts(conn: Any, spec: bytes) -> None:
+def _serve_parts(conn: Any, spec: bytes, shared: SharedWeights | None = None) -> None:
     """A worker process serving the cloudpickled ``(build, handle, close, ready)`` of ``spec`` (an unpickling error,
-    e.g. a module the process cannot import, is the first answer's traceback)."""
+    e.g. a module the process cannot import, is the first answer's traceback); a :class:`SharedValue` as a message's
+    data reaches the handler as the vector in ``shared``."""
     parts: list[Any] = []
+    held = [-1]
+
+    def handle(state: Any, command: str, data: Any) -> Any:
+        if isinstance(data, SharedValue) and shared is not None:
+            version, vector = shared.read(held[0])
+            if vector is None:  # a newer vector came with an earlier message: this one is held already
+                return NO_REPLY
+            held[0], data = version, vector
+        return parts[1](state, command, data)
 
     def build() -> Any:
         parts.extend(cloudpickle.loads(spec))
@@ -103,7 +119,7 @@ def _serve_parts(conn: Any, spec: bytes) -> None:
         if parts[2] is not None:
             parts[2](state)
 
-    serve(conn, build, lambda state, command, data: parts[1](state, command, data), close=close,
+    serve(conn, build, handle, close=close,
           ready=lambda state: None if parts[3] is None else parts[3](state), cloudpickled=True)
 
 
@@ -115,16 +131,22 @@ class ProcessTransport:
     :param what: the workers, for the main-guard message (``rollout worker processes``).
     :param process_name: the processes' names (``multiprocessing.active_children`` shows them), ``-{index}`` added.
     :param close_timeout: seconds a shutdown waits for the workers' ``close`` hooks before it ends them.
+    :param broadcast_size: float32 values of the vectors :meth:`broadcast` sends (an update's weights): they go
+        through one shared-memory array that every worker reads, instead of a pickled copy per worker. None: no
+        broadcast.
     """
 
     name = "processes"
 
     def __init__(self, start_method: str = "spawn", what: str = "worker processes",
-                 process_name: str = "maze-lab-worker", close_timeout: float = 10.0):
+                 process_name: str = "maze-lab-worker", close_timeout: float = 10.0,
+                 broadcast_size: int | None = None):
         check_main_guard(start_method, what)
         self.ctx = mp.get_context(start_method)
         self.process_name = process_name
         self.close_timeout = close_timeout
+        self.shared = None if broadcast_size is None else SharedWeights(broadcast_size, self.ctx)
+        self._version = 0
         self._started = 0
 
     def start(self, name: str, build: Callable[[], Any], handle: Callable[[Any, str, Any], Any],
@@ -132,7 +154,7 @@ class ProcessTransport:
               detail: str | None = None) -> WorkerProcess:
         """Start a worker process; its first answer is ``ready(state)`` (None without it) or the build's traceback."""
         parts = (build, handle, close, ready)
-        worker = WorkerProcess.start(self.ctx, name, _serve_parts, pickling.dumps(parts),
+        worker = WorkerProcess.start(self.ctx, name, _serve_parts, pickling.dumps(parts), self.shared,
                                      process_name=f"{self.process_name}-{self._started}", detail=detail,
                                      cloudpickled=True)
         worker.parts = parts
@@ -163,6 +185,17 @@ class ProcessTransport:
         """Ask the workers to close, then end those still running (see
         :func:`~maze_lab.distributed.processes.shutdown_workers`)."""
         shutdown_workers(workers, self.close_timeout if timeout is None else timeout)
+
+    def broadcast(self, workers: Sequence[WorkerProcess], command: str, vector: Any) -> None:
+        """Write ``vector`` into the shared array once and send each worker ``(command, vector)``: the message
+        carries only the vector's version, the worker's side hands its handler the vector (a worker that already
+        holds a newer one skips it). One-way: the handler's answer is not read."""
+        if self.shared is None:
+            raise RuntimeError("this ProcessTransport was made without broadcast_size: it cannot broadcast")
+        self._version += 1
+        self.shared.write(vector, self._version)
+        for worker in workers:
+            worker.send((command, SharedValue(self._version)))
 
 
 # ---- Ray ------------------------------------------------------------------------------------------------------
@@ -216,6 +249,15 @@ class RayTransport:
         from maze_lab.distributed.ray_workers import shutdown_ray_workers
 
         shutdown_ray_workers(workers, self.close_timeout if timeout is None else timeout)
+
+    def broadcast(self, workers: Sequence[Any], command: str, vector: Any) -> None:
+        """Put ``vector`` into Ray's object store once and send each worker ``(command, reference)``: Ray hands the
+        handler the vector. One-way: the handler must not answer (a failure shows in the next answer)."""
+        from maze_lab.distributed.ray_runtime import import_ray
+
+        reference = import_ray().put(vector)
+        for worker in workers:
+            worker.send((command, reference))
 
 
 # ---- jobs over a pool -----------------------------------------------------------------------------------------

@@ -321,7 +321,7 @@ def test_runner_processes_refuses_other_algorithms_and_bad_settings():
 def test_interrupted_rollout_stops_the_workers_and_the_next_one_starts_fresh(monkeypatch):
     """An interrupt while waiting for the workers leaves their pipes out of step: they are stopped, and the next
     rollout starts new ones (the run can go on in the kernel)."""
-    import maze_lab.train.process_rollouts as pr
+    import maze_lab.distributed.transport as transport
 
     model = flat_actor_critic(CARTPOLE())
     env = ProcessEnvGroup([CARTPOLE] * 2, n_workers=2, spaces=CARTPOLE_SPACES)
@@ -334,7 +334,7 @@ def test_interrupted_rollout_stops_the_workers_and_the_next_one_starts_fresh(mon
         def interrupted(*args, **kwargs):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(pr, "wait", interrupted)
+        monkeypatch.setattr(transport, "ready_workers", interrupted)  # the wait for the workers' answers
         with pytest.raises(KeyboardInterrupt):
             generator.rollout(model.policy, 2)
         assert not env.actors and all(_gone(p) for p in first)

@@ -199,7 +199,11 @@ def test_a_run_deleted_while_runs_are_listed_is_left_out(trained: Path, tmp_path
         while not stop.is_set():
             run = base / f"exp{i % 3}" / f"run{i % 12}"
             shutil.rmtree(run, ignore_errors=True)
-            shutil.copytree(trained, run)
+            # a run appears whole, as a run writes its summary (a temporary file renamed into place): a copy made in
+            # place would show a half-copied, empty summary, which is rightly listed as damaged
+            staged = tmp_path / "staging" / f"run{i}"
+            shutil.copytree(trained, staged)
+            staged.rename(run)
             churned[0] += 1
             i += 1
 

@@ -6,17 +6,19 @@ reach the workers once per update. Both episodes of a pair start from the same e
 only by the sign of the perturbation. Because each task carries its own seeds, its result does not depend on which
 worker plays it: tasks go to whichever worker is free.
 
-ES on Ray (:mod:`maze_lab.train.trainers.es.ray_workers`) runs the same worker (:func:`_build`, :func:`_command`,
-:func:`_close`) in Ray actors.
+The pool (:class:`ESWorkerPool`) is written once on the worker protocol's transports
+(:mod:`maze_lab.distributed.transport`): :class:`ESWorkers` runs it in local processes, ES on Ray
+(:mod:`maze_lab.train.trainers.es.ray_workers`) in Ray actors, with the same worker (:func:`_build`,
+:func:`_command`, :func:`_close`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import cloudpickle
@@ -24,20 +26,13 @@ import numpy as np
 
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.utils import pickling
-from maze_lab.core.utils.main_guard import check_main_guard
+from maze_lab.core.utils.log import get_logger
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
-from maze_lab.distributed.processes import (
-    NO_REPLY,
-    WorkerDied,
-    WorkerError,
-    WorkerProcess,
-    WorkerRaised,
-    died_message,
-    ready_workers,
-    serve,
-    shutdown_workers,
-)
+from maze_lab.distributed.protocol import NO_REPLY, WorkerDied, WorkerError, WorkerRaised, died_message
+from maze_lab.distributed.transport import ProcessTransport
 from maze_lab.train.vector_env import pop_episode_stats
+
+_log = get_logger(__name__)
 
 
 class ESWorkerError(WorkerError):
@@ -113,12 +108,6 @@ def play_episode(env: Any, policy: Any, seed: int, max_steps: int, deterministic
         steps += 1
         if terminated or truncated or (max_steps and steps >= max_steps):
             return total, steps
-
-
-def _worker_main(conn: Any, payload: bytes) -> None:
-    """Entry point of a worker process: build the env and the policy copy, then play the tasks of the main process
-    until it sends ``close`` (or goes away); the env is flushed and closed at the end."""
-    serve(conn, lambda: _build(payload), _command, close=_close)
 
 
 @dataclass
@@ -199,8 +188,170 @@ def _close(worker: _Worker) -> None:
             getattr(worker.env, name, lambda: None)()
 
 
-class ESWorkers:
-    """A pool of ES worker processes, one per env factory (``spawn`` start method: safe in kernels with threads).
+class ESWorkerPool:
+    """ES workers on a transport of the worker protocol, one per env factory: what the ES trainer calls (``len``,
+    ``evaluate``, ``normalization_statistics``, ``close``). :class:`ESWorkers` (local processes) and
+    :class:`~maze_lab.train.trainers.es.ray_workers.ESRayWorkers` (Ray actors) say which transport and how a failure
+    is worded.
+
+    :param transport: what carries the workers (made for ``len(env_factories)`` workers; local processes with
+        ``broadcast_size`` = the policy's parameter count).
+    :param name: how a worker is named (``ES worker``), its index added.
+    :param env_factories: one factory per worker (cloudpickled: lambdas and notebook functions work).
+    :param policy: the policy (a TorchPolicy); each worker gets a CPU copy.
+    :param noise_table_seed: seed of the noise table every worker builds.
+    :param noise_table_size: floats in that table.
+    :param noise_stddev: sigma, the scale of the perturbations.
+    :param max_steps: cut episodes after this many agent actions (0: never).
+    :param deterministic: act with the most likely action in the episodes.
+    :param normalization_statistics: observation normalization statistics every env gets (None: the envs'
+        own, estimated at their first reset).
+    :param max_restarts: dead workers replaced by fresh ones (each plays its pair again: a task's result depends only
+        on its seeds and theta, so the update stays what it would have been); more deaths fail the run.
+    :param on_restart: called with a message each time a dead worker was replaced.
+    """
+
+    label = "ES workers"
+    """The workers, for messages (``ES Ray workers``)."""
+
+    def __init__(self, transport: Any, name: str, env_factories: Sequence[Callable[[], Any]], policy: Any,
+                 noise_table_seed: int, noise_table_size: int, noise_stddev: float, max_steps: int = 0,
+                 deterministic: bool = True, normalization_statistics: Any = None, max_restarts: int = 0,
+                 on_restart: Callable[[str], None] | None = None):
+        import copy
+
+        cpu_policy = copy.deepcopy(policy)
+        cpu_policy.to("cpu")
+        self.transport = transport
+        self.n_workers = len(env_factories)
+        self.max_restarts, self.restarts = max_restarts, 0
+        self.on_restart = on_restart
+        self.workers: list[Any] = []
+        self._closed = False
+        self._lock = threading.Lock()  # one exchange at a time (a checkpoint may be written from another thread)
+        try:
+            for index, factory in enumerate(env_factories):
+                payload = pickling.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
+                                                        int(noise_table_size), float(noise_stddev), int(max_steps),
+                                                        bool(deterministic), normalization_statistics))
+                self.workers.append(transport.start(f"{name} {index}", partial(_build, payload), _command,
+                                                    close=_close))
+            try:
+                transport.gather(self.workers)  # each worker answers once its env is built
+            except WorkerError as failure:
+                raise self._error(failure, "starting") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def __len__(self) -> int:
+        return self.n_workers
+
+    @property
+    def pids(self) -> list[int | None]:
+        """The workers' process ids."""
+        return [worker.pid for worker in self.workers]
+
+    def _error(self, failure: WorkerError, during: str) -> Exception:
+        """The error of a worker that raised, failed to start or died ``during`` something, naming it (after all
+        workers were shut down)."""
+        raise NotImplementedError
+
+    def evaluate(self, theta: np.ndarray, tasks: Sequence[PairTask]) -> list[PairResult]:
+        """Play the pairs of ``tasks`` with the parameters ``theta``; results in the order of the tasks.
+
+        The parameters go to the workers once (stored once for all of them), then the tasks to whichever worker is
+        free. A worker that dies is replaced while restarts are left; any other failure (a worker's exception, an
+        interrupt) shuts all workers down: they would be out of step for the next update.
+        """
+        if self._closed:
+            raise RuntimeError(f"these {self.label} are closed (after close() or a worker failure)")
+        position = {task.index: i for i, task in enumerate(tasks)}
+        results: list[PairResult | None] = [None] * len(tasks)
+        theta = np.ascontiguousarray(theta, dtype=np.float32)
+        with self._lock:
+            try:
+                pending = list(tasks)[::-1]
+                first = self.workers[:len(pending)]
+                # a worker runs its commands in the order they were sent: the parameters come before the pair
+                self.transport.broadcast(first, "params", theta)
+                busy = {worker: self._play(worker, pending.pop()) for worker in first}
+                while busy:
+                    for worker in self.transport.ready(list(busy)):
+                        task = busy.pop(worker)
+                        try:
+                            result: PairResult = worker.receive()
+                        except WorkerDied as died:
+                            if self.restarts >= self.max_restarts:
+                                raise self._error(died, "playing a pair of episodes") from None
+                            self._replace(worker, died)  # the fresh worker plays the same pair
+                            self.transport.broadcast([worker], "params", theta)
+                            busy[worker] = self._play(worker, task)
+                            continue
+                        except WorkerError as failure:
+                            raise self._error(failure, "playing a pair of episodes") from None
+                        results[position[result.index]] = result
+                        if pending:
+                            busy[worker] = self._play(worker, pending.pop())
+            except BaseException:
+                self.close()
+                raise
+        return [r for r in results if r is not None]
+
+    @staticmethod
+    def _play(worker: Any, task: PairTask) -> PairTask:
+        worker.send(("pair", task))
+        return task
+
+    def normalization_statistics(self) -> Any:
+        """The observation normalization statistics of worker 0's env (all workers' are the same: they are
+        estimated with one sampling seed or given); None where the env does not normalize observations."""
+        if self._closed:
+            raise RuntimeError(f"these {self.label} are closed (after close() or a worker failure)")
+        with self._lock:
+            try:
+                try:
+                    return self.workers[0].request("normalization")
+                except WorkerError as failure:
+                    raise self._error(failure, "reading normalization statistics") from None
+            except BaseException:
+                self.close()
+                raise
+
+    def _replace(self, worker: Any, died: WorkerDied) -> None:
+        """Replace the dead ``worker`` by a fresh one (built as the dead one was)."""
+        self.restarts += 1
+        old = worker.describe()
+        worker.restart()
+        try:
+            worker.receive()  # built
+        except WorkerError as failure:
+            raise self._error(failure, "starting again after a death") from None
+        message = (f"{old} died ({(died.how or '')[:160]}); replaced it by a fresh worker (pid {worker.pid}) that "
+                   f"plays its pair again, restart {self.restarts} of runner.max_worker_restarts={self.max_restarts}")
+        _log.warning(message)
+        if self.on_restart is not None:
+            self.on_restart(message)
+
+    def close(self) -> None:
+        """Stop all workers (each flushes and closes its env first, after the episode it is in); idempotent. Those
+        that do not end in time are ended by force. Ray itself is left running: the trainer shuts down a Ray it
+        started."""
+        if self._closed:
+            return
+        self._closed = True
+        workers, self.workers = self.workers, []
+        self.transport.shutdown(workers)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class ESWorkers(ESWorkerPool):
+    """ES workers in local processes, one per env factory (``spawn`` start method: safe in kernels with threads).
 
     :param env_factories: one factory per worker (cloudpickled: lambdas and notebook functions work).
     :param policy: the policy (a TorchPolicy); each worker gets a cpu copy.
@@ -216,124 +367,25 @@ class ESWorkers:
     def __init__(self, env_factories: Sequence[Callable[[], Any]], policy: Any, noise_table_seed: int,
                  noise_table_size: int, noise_stddev: float, max_steps: int = 0, deterministic: bool = True,
                  start_method: str = "spawn", normalization_statistics: Any = None):
-        import copy
-
         if not env_factories:
             raise ValueError("ES needs at least one env factory (one per worker process)")
-        cpu_policy = copy.deepcopy(policy)
-        cpu_policy.to("cpu")
-        check_main_guard(start_method, "ES workers")
-        ctx = mp.get_context(start_method)
-        self.workers: list[WorkerProcess] = []
-        self._closed = False
-        self._lock = threading.Lock()  # one exchange at a time (a checkpoint may be written from another thread)
-        try:
-            for index, factory in enumerate(env_factories):
-                payload = pickling.dumps(_WorkerSpec(factory, cpu_policy, int(noise_table_seed),
-                                                        int(noise_table_size), float(noise_stddev), int(max_steps),
-                                                        bool(deterministic), normalization_statistics))
-                self.workers.append(WorkerProcess.start(ctx, f"ES worker {index}", _worker_main, payload,
-                                                        process_name=f"maze-lab-es-worker-{index}"))
-            for index in range(len(self.workers)):
-                self._receive(index)
-        except BaseException:
-            self.close()
-            raise
-
-    def __len__(self) -> int:
-        return len(self.workers)
+        # the parameters of each update go through one shared-memory array that every worker reads
+        transport = ProcessTransport(start_method, "ES workers", "maze-lab-es-worker", close_timeout=10.0,
+                                     broadcast_size=sum(p.numel() for p in policy.parameters()))
+        super().__init__(transport, "ES worker", env_factories, policy, noise_table_seed, noise_table_size,
+                         noise_stddev, max_steps, deterministic, normalization_statistics)
 
     @property
     def processes(self) -> list[Any]:
         """The worker processes."""
         return [worker.process for worker in self.workers]
 
-    def evaluate(self, theta: np.ndarray, tasks: Sequence[PairTask]) -> list[PairResult]:
-        """Play the pairs of ``tasks`` with the parameters ``theta``; results in the order of the tasks.
-
-        Any failure (a worker's exception, a dead worker, an interrupt) shuts all workers down: the pipes would be
-        out of step for the next update.
-        """
-        if self._closed:
-            raise RuntimeError("these ES workers are closed (after close() or a worker failure)")
-        position = {task.index: i for i, task in enumerate(tasks)}
-        results: list[PairResult | None] = [None] * len(tasks)
-        with self._lock:
-            self._exchange(theta, tasks, position, results)
-        return [r for r in results if r is not None]
-
-    def _exchange(self, theta: np.ndarray, tasks: Sequence[PairTask], position: dict[int, int],
-                  results: list[PairResult | None]) -> None:
-        """Send the parameters, then the tasks to whichever worker is free, and fill in ``results``."""
-        try:
-            theta = np.ascontiguousarray(theta, dtype=np.float32)
-            for index in range(len(self.workers)):
-                self._send(index, ("params", theta))
-            pending = list(tasks)[::-1]
-            busy: dict[WorkerProcess, int] = {}
-            for index, worker in enumerate(self.workers):
-                if not pending:
-                    break
-                self._send(index, ("pair", pending.pop()))
-                busy[worker] = index
-            while busy:
-                for worker in ready_workers(list(busy)):
-                    index = busy.pop(worker)
-                    result: PairResult = self._receive(index)
-                    results[position[result.index]] = result
-                    if pending:
-                        self._send(index, ("pair", pending.pop()))
-                        busy[worker] = index
-        except BaseException:
-            self.close()
-            raise
-
-    def normalization_statistics(self) -> Any:
-        """The observation normalization statistics of worker 0's env (all workers' are the same: they are
-        estimated with one sampling seed or given); None where the env does not normalize observations."""
-        if self._closed:
-            raise RuntimeError("these ES workers are closed (after close() or a worker failure)")
-        try:
-            with self._lock:
-                self._send(0, ("normalization", None))
-                return self._receive(0)
-        except BaseException:
-            self.close()
-            raise
-
-    def _send(self, index: int, message: Any) -> None:
-        try:
-            self.workers[index].send(message)
-        except WorkerDied as died:
-            raise self._died(died) from None
-
-    def _receive(self, index: int) -> Any:
-        try:
-            return self.workers[index].receive()
-        except WorkerDied as died:
-            raise self._died(died) from None
-        except WorkerRaised as raised:
-            self.close()
-            raise ESWorkerError(f"{raised.worker.describe()} raised; all workers were shut down. The worker's "
-                                f"traceback:\n{raised.trace}") from None
-
-    def _died(self, died: WorkerDied) -> ESWorkerError:
-        """The error for a worker whose pipe broke: how it ended (signal or exit code); shuts the others down."""
+    def _error(self, failure: WorkerError, during: str) -> ESWorkerError:
         self.close()
-        how = died.how
+        name = failure.worker.describe()
+        if isinstance(failure, WorkerRaised):
+            return ESWorkerError(f"{name} raised; all workers were shut down. The worker's traceback:\n"
+                                 f"{failure.trace}")
+        how = failure.how if isinstance(failure, WorkerDied) else None
         how = f"killed by {how}" if how and how.startswith("signal") else how or "it stopped answering"
-        return ESWorkerError(died_message(died.worker.describe(), how, "all workers were shut down"))
-
-    def close(self) -> None:
-        """Stop all workers (each flushes and closes its env first); idempotent. Processes that do not exit in
-        time are terminated, then killed."""
-        if self._closed:
-            return
-        self._closed = True
-        shutdown_workers(self.workers, timeout=10.0)  # a worker finishes the episode it is in, then reads the close
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
+        return ESWorkerError(died_message(name, how, "all workers were shut down"))

@@ -5,8 +5,8 @@ before each rollout.
 Each actor process runs a :class:`~maze_lab.train.vector_env.SequentialVectorEnv` over its envs and a
 :class:`~maze_lab.train.trainers.common.rollout.RolloutGenerator`; every env's part of a rollout is one trajectory
 (one actor's, in the paper's terms) tagged with the version of the weights that produced it. The weights live in
-one shared-memory array with a version counter (:class:`SharedWeights`): the learner writes them after each
-update, an actor copies them only when the version moved.
+one shared-memory array with a version counter (:class:`~maze_lab.distributed.weights.SharedWeights`): the learner
+writes them after each update, an actor copies them only when the version moved.
 
 IMPALA on Ray (:mod:`maze_lab.train.trainers.impala.ray_actors`) runs the same actor (:func:`_build_actor`,
 :func:`roll_out`, :func:`_close_actor`) in Ray actors, asking for each rollout (:func:`actor_command`).
@@ -40,6 +40,7 @@ from maze_lab.distributed.processes import (
     run_worker,
     shutdown_workers,
 )
+from maze_lab.distributed.weights import SharedWeights, load_flat_weights, policy_tensors
 from maze_lab.train.trainers.common.rollout import Rollout, SubStepRecord
 
 _STOP_TIMEOUT = 10.0
@@ -61,79 +62,6 @@ class Trajectory:
     rollout: Rollout
     episodes: list[LogStats]
     """Statistics of the episodes the actor's process finished during the rollout (sent with one of its envs)."""
-
-
-def _policy_tensors(policy: Any) -> list[Any]:
-    """The floating-point tensors of the policy's state (parameters and buffers), in a fixed order; they share the
-    storage of the modules, so that writing them changes the policy."""
-    return [t for module in policy._modules().values() for t in module.state_dict().values() if t.is_floating_point()]
-
-
-def flat_weights(policy: Any) -> np.ndarray:
-    """The floating-point state of the policy (any device) as one float32 vector, in ``_policy_tensors`` order."""
-    import torch
-
-    with torch.no_grad():
-        return torch.cat([t.detach().reshape(-1).float().cpu() for t in _policy_tensors(policy)]).numpy()
-
-
-def load_flat_weights(tensors: list[Any], flat: np.ndarray) -> None:
-    """Copy a vector made by :func:`flat_weights` into a policy's ``_policy_tensors``."""
-    import torch
-
-    flat = np.asarray(flat, dtype=np.float32)
-    if not flat.flags.writeable:  # e.g. an array of Ray's object store: torch wants memory it may write
-        flat = flat.copy()
-    flat_t = torch.from_numpy(flat)
-    offset = 0
-    with torch.no_grad():
-        for t in tensors:
-            n = t.numel()
-            t.copy_(flat_t[offset:offset + n].view_as(t))
-            offset += n
-
-
-class SharedWeights:
-    """The policy's weights in shared memory, with the learner's update count as version.
-
-    A sequence counter instead of a lock (a seqlock): the learner makes it odd while it writes and even again after;
-    an actor copies the array and keeps the copy only where the counter was even and unchanged around the copy. No
-    actor ever blocks the learner, so an actor killed in the middle of a copy cannot hang it.
-
-    :param n_values: the number of float values of the policy's state.
-    :param ctx: the multiprocessing context the actor processes are started with.
-    """
-
-    def __init__(self, n_values: int, ctx: Any):
-        self.array = ctx.RawArray("f", max(n_values, 1))
-        self.version = ctx.RawValue("q", -1)
-        self.sequence = ctx.RawValue("q", 0)
-
-    def publish(self, policy: Any, version: int) -> None:
-        """Write the policy's weights (any device) and their version (the learner only)."""
-        flat = flat_weights(policy)
-        view = np.frombuffer(self.array, dtype=np.float32)
-        self.sequence.value += 1  # odd: a write is under way
-        view[:flat.size] = flat
-        self.version.value = version
-        self.sequence.value += 1
-
-    def pull(self, tensors: list[Any], have: int) -> int:
-        """Copy the weights into ``tensors`` where their version differs from ``have``; returns the version now held."""
-        view = np.frombuffer(self.array, dtype=np.float32)
-        while True:
-            before = self.sequence.value
-            if before % 2:
-                time.sleep(0.0005)  # the learner is writing; it takes microseconds
-                continue
-            version = int(self.version.value)
-            if version == have:
-                return have
-            flat = view.copy()
-            if self.sequence.value == before:
-                break
-        load_flat_weights(tensors, flat)
-        return version
 
 
 class ActorPool:
@@ -162,7 +90,7 @@ class ActorPool:
         n_processes = max(1, min(n_processes, n))
         self.groups = [[int(i) for i in g] for g in np.array_split(np.arange(n), n_processes)]
         self.queue_size = queue_size
-        self.weights = SharedWeights(sum(t.numel() for t in _policy_tensors(policy)), ctx)
+        self.weights = SharedWeights(sum(t.numel() for t in policy_tensors(policy)), ctx)
         self.slots = ctx.Semaphore(queue_size)
         self.stop_flag = ctx.RawValue("b", 0)
         self.workers: list[WorkerProcess] = []
@@ -311,7 +239,7 @@ class _Actor:
     def __init__(self, venv: Any, policy: Any, generator: Any):
         self.venv = venv
         self.policy = policy
-        self.tensors = _policy_tensors(policy)
+        self.tensors = policy_tensors(policy)
         self.generator = generator
 
 

@@ -36,6 +36,7 @@ from maze_lab.distributed.ray_workers import (
     remote_worker_class,
     shutdown_ray_workers,
 )
+from maze_lab.distributed.weights import flat_weights
 from maze_lab.train.ray_config import RayWorkerSettings
 from maze_lab.train.ray_rollouts import RayWorkerError, ray_worker_error
 from maze_lab.train.trainers.impala.actors import (
@@ -44,7 +45,6 @@ from maze_lab.train.trainers.impala.actors import (
     _build_actor,
     _close_actor,
     actor_command,
-    flat_weights,
 )
 
 _log = get_logger(__name__)
