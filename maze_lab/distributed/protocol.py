@@ -15,6 +15,7 @@ errors (subclasses of :class:`WorkerError`) with the words of their users.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 CLOSE = "close"
@@ -81,3 +82,21 @@ def died_message(who: str, how: str, aftermath: str, during: str | None = None) 
     while_ = f"while {during}, " if during else ""
     return (f"{who} died: {how}, {while_}without reporting an error (killed from outside, or out of memory?); "
             f"{aftermath}")
+
+
+def gather_answers(workers: Sequence[Any], ready: Callable[[list[Any]], list[Any]],
+                   messages: Sequence[tuple[str, Any]] | None = None) -> list[Any]:
+    """Send one message per worker (None: send nothing, e.g. to read their first answers) and receive one answer from
+    each as they come (``ready(waiting)``: those of the waiting workers whose answer is in); returns them in worker
+    order. The first failure is raised (:class:`WorkerRaised`, :class:`WorkerDied`)."""
+    if messages is not None:
+        for worker, message in zip(workers, messages, strict=True):
+            worker.send(message)
+    position = {worker: w for w, worker in enumerate(workers)}
+    replies: list[Any] = [None] * len(workers)
+    waiting = list(workers)
+    while waiting:
+        for worker in ready(waiting):
+            replies[position[worker]] = worker.receive()
+            waiting.remove(worker)
+    return replies

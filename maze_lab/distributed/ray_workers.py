@@ -35,7 +35,7 @@ import cloudpickle
 
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.log import get_logger
-from maze_lab.distributed.protocol import NO_REPLY, WorkerDied, WorkerRaised
+from maze_lab.distributed.protocol import NO_REPLY, WorkerDied, WorkerRaised, gather_answers
 from maze_lab.distributed.ray_runtime import import_ray
 
 _log = get_logger(__name__)
@@ -283,22 +283,15 @@ def gather(workers: Sequence[RayWorker], messages: Sequence[tuple[str, Any]] | N
     if messages is not None:
         for worker, message in zip(workers, messages, strict=True):
             worker.send(message)
-    position = {worker: w for w, worker in enumerate(workers)}
-    replies: list[Any] = [None] * len(workers)
-    waiting = list(workers)
-    idle = [worker.describe() for worker in waiting if not worker.waiting]
+    idle = [worker.describe() for worker in workers if not worker.waiting]
     if idle:
         raise RuntimeError(f"{', '.join(idle)}: no answer is to come (no command waits for one)")
     try:
-        while waiting:
-            for worker in ready_ray_workers(waiting):
-                replies[position[worker]] = worker.receive()
-                waiting.remove(worker)
+        return gather_answers(workers, ready_ray_workers)
     except BaseException:
         for worker in workers:
             worker.forget()
         raise
-    return replies
 
 
 def shutdown_ray_workers(workers: Sequence[RayWorker], timeout: float = 30.0) -> None:

@@ -27,6 +27,7 @@ import cloudpickle
 from maze_lab.core.utils import pickling
 from maze_lab.core.utils.main_guard import check_main_guard
 from maze_lab.distributed.processes import NO_REPLY, WorkerProcess, ready_workers, serve, shutdown_workers
+from maze_lab.distributed.protocol import gather_answers
 from maze_lab.distributed.weights import SharedValue, SharedWeights
 
 
@@ -169,17 +170,7 @@ class ProcessTransport:
                messages: Sequence[tuple[str, Any]] | None = None) -> list[Any]:
         """One answer from each worker (after sending ``messages``), as they come; the wait releases the interpreter
         lock. The first failure is raised."""
-        if messages is not None:
-            for worker, message in zip(workers, messages, strict=True):
-                worker.send(message)
-        position = {worker: w for w, worker in enumerate(workers)}
-        replies: list[Any] = [None] * len(workers)
-        waiting = list(workers)
-        while waiting:
-            for worker in ready_workers(waiting):
-                replies[position[worker]] = worker.receive()
-                waiting.remove(worker)
-        return replies
+        return gather_answers(workers, ready_workers, messages)
 
     def shutdown(self, workers: Sequence[WorkerProcess], timeout: float | None = None) -> None:
         """Ask the workers to close, then end those still running (see

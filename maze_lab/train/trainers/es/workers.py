@@ -351,17 +351,10 @@ class ESWorkerPool:
 
 
 class ESWorkers(ESWorkerPool):
-    """ES workers in local processes, one per env factory (``spawn`` start method: safe in kernels with threads).
+    """ES workers in local processes, one per env factory: :class:`ESWorkerPool` on the local transport (the other
+    parameters are the pool's).
 
-    :param env_factories: one factory per worker (cloudpickled: lambdas and notebook functions work).
-    :param policy: the policy (a TorchPolicy); each worker gets a cpu copy.
-    :param noise_table_seed: seed of the noise table every worker builds.
-    :param noise_table_size: floats in that table.
-    :param noise_stddev: sigma, the scale of the perturbations.
-    :param max_steps: cut episodes after this many agent actions (0: never).
-    :param deterministic: act with the most likely action in the episodes.
-    :param normalization_statistics: observation normalization statistics every env gets (None: the envs'
-        own, estimated at their first reset).
+    :param start_method: the ``multiprocessing`` start method (``spawn``: safe in kernels with threads).
     """
 
     def __init__(self, env_factories: Sequence[Callable[[], Any]], policy: Any, noise_table_seed: int,
