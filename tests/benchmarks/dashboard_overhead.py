@@ -4,7 +4,8 @@ In one real IPython kernel driven through jupyter_client (as JupyterLab drives i
 background (``rc.train_async()``) while the client executes a cell every ``--probe-gap`` seconds; measured:
 
 - throughput: env steps per second with the cockpit (``TrainingDashboard``) displayed and polling, against the
-  same background run and the same cells without it (interleaved runs, medians; min and max printed). The cockpit
+  same background run and the same cells without it (interleaved runs, medians; min and max printed; and paired:
+  the median over the pairs of each cockpit run's steps/s over the run without it just before it). The cockpit
   is built and displayed in the cell that starts the run, inside the timed run; the share of the run's time taken by
   that build and by the cockpit's ticks (which make its figures at the first epoch) are printed beside it. Runs are
   20 epochs (about 10 s) by default: in 2-s runs that one-off start-up weighed several percent of the run, a cost a
@@ -259,6 +260,13 @@ def main() -> None:
     print(f"{'variant':<34}{'min':>8}{'median':>8}{'max':>8}{'vs no cockpit':>15}  (env steps/s)")
     for name, values in sps.items():
         print(f"{name:<34}{min(values):>8,.0f}{med[name]:>8,.0f}{max(values):>8,.0f}{med[name] / ref:>15.3f}")
+    # each cockpit run against the run without it just before it: the machine's drift over minutes cancels out of a
+    # pair, where the medians of the two variants keep it
+    pairs = [c / n for n, c in zip(sps["background, cells, no cockpit"], sps["background, cells, cockpit"],
+                                   strict=True)]
+    paired = 1 - statistics.median(pairs)
+    print(f"paired runs (each cockpit run over the run without it just before it): {paired:.1%} fewer env steps/s by "
+          f"the median of {len(pairs)} pairs (range {1 - max(pairs):.1%} to {1 - min(pairs):.1%})")
     print(f"the cockpit's own work on the kernel's loop (its ticks): {statistics.median(cockpit_share):.1%} of the "
           f"run's wall time (median; min {min(cockpit_share):.1%}, max {max(cockpit_share):.1%}); building and "
           f"displaying it at the run's start (once): {statistics.median(build_share):.1%}")
@@ -286,7 +294,7 @@ def main() -> None:
         print(f"trajectory viewer, one Cutting-2D step (median over an episode's steps): {viewer[0]:.1f} ms shown "
               f"for the first time (drawn), {viewer[1]:.1f} ms shown again (cached)")
     loss = 1 - med["background, cells, cockpit"] / ref
-    print(f"bench: dashboard_overhead throughput_loss={loss:.3f} cockpit_time_share="
+    print(f"bench: dashboard_overhead throughput_loss={loss:.3f} paired_loss={paired:.3f} cockpit_time_share="
           f"{statistics.median(cockpit_share):.3f} build_busy_vs_idle={build_ratio:.2f} "
           f"cell_p95_busy_vs_idle={max(ratios):.2f} open_1000_epochs_s={opened:.3f} "
           f"viewer_step_ms={'nan' if step_ms is None else f'{step_ms:.1f}'}"
