@@ -99,6 +99,9 @@ class ProcessEnvGroup(WorkerEnvGroup):
     def _interrupted(self) -> None:
         self._stop_actors()  # the pipes would be out of step: the next rollout starts fresh workers
 
+    def _start_failed(self) -> None:
+        self._stop_actors()  # no worker is left running; the next rollout may start fresh ones
+
     def _error(self, failure: WorkerError, during: str) -> ProcessWorkerError:
         name = failure.worker.describe()
         if isinstance(failure, WorkerRaised):

@@ -231,8 +231,12 @@ class WorkerEnvGroup(EpochEpisodeStats):
         except self.error_type:
             raise  # the workers are shut down already
         except BaseException:
-            self._fail()  # e.g. an unpicklable factory, or an interrupt: no worker is left running
+            self._start_failed()  # e.g. an unpicklable factory, or an interrupt: no worker is left running
             raise
+
+    def _start_failed(self) -> None:
+        """After an error or an interrupt while the workers started: stop them, and refuse to start again."""
+        self._fail()
 
     def _workers_started(self) -> None:
         """Hook: the workers were started (their first answers are still to come)."""

@@ -347,6 +347,36 @@ def test_interrupted_rollout_stops_the_workers_and_the_next_one_starts_fresh(mon
     assert all(_gone(p) for p in env.pids)
 
 
+def test_an_interrupt_while_the_workers_start_leaves_none_and_the_next_rollout_starts_them(monkeypatch):
+    """Ctrl-C in the kernel while the workers build their envs: no worker is left running, and the run can go on."""
+    import multiprocessing as mp
+
+    import maze_lab.distributed.transport as transport
+
+    model = flat_actor_critic(CARTPOLE())
+    env = ProcessEnvGroup([CARTPOLE] * 2, n_workers=2, spaces=CARTPOLE_SPACES)
+    generator = ProcessRolloutGenerator(env)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def ours() -> list:
+        return [p for p in mp.active_children() if p.name.startswith("maze-lab-rollout-worker")]
+
+    try:
+        generator.reset(0)
+        monkeypatch.setattr(transport, "ready_workers", interrupted)  # the wait for the workers' first answers
+        with pytest.raises(KeyboardInterrupt):
+            generator.rollout(model.policy, 2)
+        assert not env.actors and not ours()
+        monkeypatch.undo()
+        rollout = generator.rollout(model.policy, 3)
+        assert rollout.n_envs == 2 and len(rollout.records) == 3 and len(ours()) == 2
+    finally:
+        env.close()
+    assert not ours()
+
+
 def test_a_failure_seen_by_a_tolerant_caller_is_named_at_the_next_rollout():
     """The trainer reads normalization statistics with ``call`` and tolerates its errors; a worker that died there is
     still named when the next rollout finds the workers shut down."""
