@@ -34,7 +34,7 @@ from maze_lab.core.env.structured_env import StepKey
 from maze_lab.core.log_stats.aggregation import LogStats
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
-from maze_lab.distributed.protocol import NO_REPLY, WorkerError
+from maze_lab.distributed.protocol import NO_REPLY, WorkerDied, WorkerError, WorkerRaised
 from maze_lab.distributed.weights import flat_weights, load_flat_weights, policy_tensors
 from maze_lab.train.vector_env import (
     MIXED_POLICY_KEYS_ADVICE,
@@ -253,9 +253,14 @@ class WorkerEnvGroup(EpochEpisodeStats):
         group's error naming it."""
         if not self.workers:
             raise RuntimeError(f"the {self.worker_label}s are not running (closed, or shut down after a failure)")
+        return self._guarded(lambda: self.transport.gather(self.workers, messages), during)
+
+    def _guarded(self, talk: Callable[[], Any], during: str) -> Any:
+        """``talk()`` to the workers: a worker that raised or died (a message to a dead local worker fails at once)
+        stops all workers and is raised as the group's error naming it; an interrupt goes to :meth:`_interrupted`."""
         try:
-            return self.transport.gather(self.workers, messages)
-        except WorkerError as failure:
+            return talk()
+        except (WorkerDied, WorkerRaised) as failure:
             self._fail()
             self._failure = self._error(failure, during)
             raise self._failure from None
@@ -293,8 +298,12 @@ class WorkerEnvGroup(EpochEpisodeStats):
                         sampler: Any) -> list[tuple[Any, list[LogStats], float]]:
         """Every worker's rollout with the current weights of ``policy`` (in worker order): the weights go to the
         workers once per update (stored once for all of them), then one rollout command each."""
-        self.transport.broadcast(self.workers, "weights", flat_weights(policy))
-        return self._exchange([("rollout", (n_steps, epoch, sampler))] * self.n_workers, rolling_out(epoch))
+        if not self.workers:
+            raise RuntimeError(f"the {self.worker_label}s are not running (closed, or shut down after a failure)")
+        during = rolling_out(epoch)
+        weights = flat_weights(policy)
+        self._guarded(lambda: self.transport.broadcast(self.workers, "weights", weights), during)
+        return self._exchange([("rollout", (n_steps, epoch, sampler))] * self.n_workers, during)
 
     def _stop_actors(self) -> None:
         """Stop the workers: those that still answer flush their envs' event logs and close them first."""

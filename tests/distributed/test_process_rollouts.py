@@ -7,6 +7,7 @@ import functools
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import cloudpickle
@@ -189,6 +190,12 @@ def test_killed_worker_gives_a_clear_error_and_keeps_the_checkpoint(tmp_path: Pa
         if t.epoch == 2:
             pid = t.env.pids[1]
             os.kill(pid, signal.SIGKILL)
+            # gone before the next update's weights are sent: a message to it then fails at once, which must be
+            # named as the death it is
+            deadline = time.monotonic() + 60
+            while not _gone(pid):
+                assert time.monotonic() < deadline, "the killed worker did not end"
+                time.sleep(0.05)
             killed.append(pid)
 
     trainer.callbacks.append(kill_worker_1)

@@ -140,6 +140,28 @@ def test_a_workers_exception_surfaces_with_its_traceback(capfd: pytest.CaptureFi
     trainer.close()
 
 
+def test_a_worker_killed_between_updates_is_named_at_the_next_one() -> None:
+    """A worker killed while the learner updates (its process gone before the next parameters are sent): the
+    next update names it with its signal, not the pipe's error."""
+    trainer = _trainer([cartpole_factory, cartpole_factory], n_epochs=3, n_rollouts_per_update=4)
+    killed = []
+
+    def kill_worker_1(t: Any, stats: Any) -> None:
+        if t.epoch == 1:
+            pid = t.workers.pids[1]
+            os.kill(pid, signal.SIGKILL)
+            t.workers.processes[1].join(60)  # gone before the next parameters are sent
+            assert t.workers.processes[1].exitcode is not None, "the killed worker did not end"
+            killed.append(pid)
+
+    trainer.callbacks.append(kill_worker_1)
+    with pytest.raises(ESWorkerError, match=r"ES worker 1 \(pid (\d+)\) died: killed by signal 9 \(SIGKILL\)") as info:
+        trainer.train()
+    assert f"pid {killed[0]})" in str(info.value)
+    assert trainer.workers is None and not _es_workers_alive()
+    trainer.close()
+
+
 def test_a_worker_killed_by_a_signal_is_named_with_the_signal() -> None:
     trainer = _trainer([cartpole_factory, _killed_cartpole], n_epochs=1, n_rollouts_per_update=4)
     with pytest.raises(ESWorkerError, match=r"ES worker 1 \(pid \d+\) died: killed by signal 9 \(SIGKILL\)"):

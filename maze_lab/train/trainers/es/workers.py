@@ -293,6 +293,8 @@ class ESWorkerPool:
                         results[position[result.index]] = result
                         if pending:
                             busy[worker] = self._play(worker, pending.pop())
+            except (WorkerDied, WorkerRaised) as failure:  # a message to a dead local worker fails at once
+                raise self._error(failure, "playing a pair of episodes") from None
             except BaseException:
                 self.close()
                 raise
