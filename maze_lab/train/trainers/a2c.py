@@ -28,9 +28,8 @@ class A2C(ActorCriticTrainer):
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             policy_loss = -(log_prob * adv).mean()
             value_loss = (batch.returns - values).pow(2).mean()
-            self._check_finite({"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy})
+            means.add(self, key, policy_loss, entropy, value_loss, values.mean())  # NaN or inf: diverged
             loss = loss + policy_coef * policy_loss + cfg.value_loss_coef * value_loss - cfg.entropy_coef * entropy
-            means.add(key, policy_loss=policy_loss, entropy=entropy, value_loss=value_loss, value=values.mean())
         give_way()  # a background run in a kernel makes room for a running cell between the parts of the step
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

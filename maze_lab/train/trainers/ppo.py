@@ -31,7 +31,7 @@ class PPO(ActorCriticTrainer):
         policy_coef = 0.0 if self.critic_burn_in else cfg.policy_loss_coef
         n_minibatches = max(math.ceil(len(b) / cfg.batch_size) for b in batches.values())
         n_steps = cfg.n_optimization_epochs * n_minibatches
-        means, kl_sum, clipped_sum = LossMeans(), 0.0, 0.0
+        means = LossMeans()
         for epoch in range(cfg.n_optimization_epochs):
             # one shuffled copy per epoch; its minibatches are then cheap contiguous views
             shuffled = {k: b.select(torch.randperm(len(b), generator=self._generator)) for k, b in batches.items()}
@@ -50,13 +50,12 @@ class PPO(ActorCriticTrainer):
                     ratio = log_ratio.exp()
                     policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
                     value_loss = (mb.returns - values).pow(2).mean()
-                    self._check_finite({"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy})
+                    with torch.no_grad():  # the statistics of the step, in one line; NaN or inf loss terms: diverged
+                        means.add(self, key, policy_loss, entropy, value_loss, values.mean(),
+                                  approx_kl=((ratio - 1) - log_ratio).mean(),
+                                  clip_fraction=((ratio - 1.0).abs() > clip).float().mean())
                     loss = loss + policy_coef * policy_loss + cfg.value_loss_coef * value_loss \
                         - cfg.entropy_coef * entropy
-                    means.add(key, policy_loss=policy_loss, entropy=entropy, value_loss=value_loss, value=values.mean())
-                    with torch.no_grad():
-                        kl_sum += float(((ratio - 1) - log_ratio).mean())
-                        clipped_sum += float(((ratio - 1.0).abs() > clip).float().mean())
                 give_way()
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -68,8 +67,8 @@ class PPO(ActorCriticTrainer):
                 self.optimizer.step()
         means.record(self, n_steps)
         self._record(ActorCriticEvents.clip_range, clip)
-        self._record(ActorCriticEvents.approx_kl, kl_sum / (n_steps * len(batches)))
-        self._record(ActorCriticEvents.clip_fraction, clipped_sum / (n_steps * len(batches)))
+        self._record(ActorCriticEvents.approx_kl, means.extra_sum("approx_kl") / (n_steps * len(batches)))
+        self._record(ActorCriticEvents.clip_fraction, means.extra_sum("clip_fraction") / (n_steps * len(batches)))
 
 
 MultiStepPPO = PPO

@@ -297,23 +297,46 @@ def _for_action_spaces(config: ActorCriticAlgorithmConfig, env: Any) -> tuple[Ac
 
 
 class LossMeans:
-    """The losses of an update's gradient steps per policy key, recorded as their means over the steps."""
+    """The losses of an update's gradient steps per policy key, recorded as their means over the steps.
 
+    Each step's terms are stacked into one tensor and summed in float64 (the same sums as adding each term's float,
+    without reading every term out of torch at every step); the loss terms are checked for NaN and infinity in one
+    operation per step.
+    """
+
+    TERMS = ("policy_loss", "entropy", "value_loss", "value")
+    """The terms recorded per policy key, in the order they are recorded."""
     EVENTS = {"policy_loss": ActorCriticEvents.policy_loss, "entropy": ActorCriticEvents.policy_entropy,
               "value_loss": ActorCriticEvents.critic_value_loss, "value": ActorCriticEvents.critic_value}
 
     def __init__(self) -> None:
-        self.sums: dict[tuple[str, StepKey], float] = {}
+        self.sums: dict[StepKey, torch.Tensor] = {}
+        self.extra_names: tuple[str, ...] = ()
 
-    def add(self, key: StepKey, **terms: torch.Tensor) -> None:
-        """One gradient step's terms of policy key ``key`` (names of :data:`EVENTS`)."""
-        for name, t in terms.items():
-            self.sums[(name, key)] = self.sums.get((name, key), 0.0) + float(t.detach())
+    def add(self, trainer: Any, key: StepKey, policy_loss: torch.Tensor, entropy: torch.Tensor,
+            value_loss: torch.Tensor, value: torch.Tensor, **extra: torch.Tensor) -> None:
+        """One gradient step's terms of policy key ``key`` (scalars): raises :class:`TrainingDivergedError` (through
+        ``trainer._check_finite``) where a loss term is NaN or infinite; ``extra`` terms (e.g. PPO's KL) are summed
+        too (:meth:`extra_sum`)."""
+        with torch.no_grad():
+            stacked = torch.stack([policy_loss, entropy, value_loss, value, *extra.values()]).detach()
+            if not bool(torch.isfinite(stacked[:3]).all()):
+                trainer._check_finite({"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy})
+            total = self.sums.get(key)
+            self.sums[key] = stacked.double() if total is None else total + stacked
+        self.extra_names = tuple(extra)
+
+    def extra_sum(self, name: str) -> float:
+        """The sum of an extra term over all steps and keys."""
+        position = len(self.TERMS) + self.extra_names.index(name)
+        return sum(float(total[position]) for total in self.sums.values())
 
     def record(self, trainer: ActorCriticTrainer, n_steps: int) -> None:
         """Record each term's sum over ``n_steps`` gradient steps."""
-        for (name, key), total in self.sums.items():
-            trainer._record(self.EVENTS[name], total / n_steps, key)
+        for key, total in self.sums.items():
+            values = total.tolist()
+            for position, name in enumerate(self.TERMS):
+                trainer._record(self.EVENTS[name], values[position] / n_steps, key)
 
 
 def _float(obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
