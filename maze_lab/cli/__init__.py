@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("--seed", type=int, default=None, help="seed of the episodes")
     rollout.add_argument("--no-record", action="store_true", help="do not record trajectories")
     rollout.add_argument("--workers", type=int, default=1, metavar="N",
-                         help="split the episodes over N local processes (with --ray: N Ray tasks); default 1")
+                         help="split the episodes into N parts, each run by a local process (with --ray: by Ray "
+                              "workers, at most one per CPU of the cluster); default 1")
     rollout.add_argument("--ray", action="store_true", help="run the --workers on Ray (a local Ray, or --address)")
     rollout.add_argument("--address", default=None,
                          help="with --ray: the Ray cluster to join ('auto', 'host:6379', 'ray://host:10001')")

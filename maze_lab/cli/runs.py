@@ -85,8 +85,8 @@ def _rollout(args: argparse.Namespace) -> int:
     from maze_lab.run.runs import load_run
 
     run = load_run(args.run_dir, trust=args.trust)
-    workers = f", {args.workers} {'Ray tasks' if args.ray else 'worker processes'}" if args.workers != 1 or args.ray \
-        else ""
+    split = args.workers != 1 or args.ray
+    workers = f", {args.workers} {'parts on Ray workers' if args.ray else 'worker processes'}" if split else ""
     print(f"maze-lab rollout: {args.episodes} episode(s) of the {args.which} policy "
           f"({'sampled' if args.sample else 'most likely'} actions) of {args.run_dir}: {_trained_what(run)}, "
           f"seed {args.seed}{workers}; "
@@ -95,7 +95,7 @@ def _rollout(args: argparse.Namespace) -> int:
         if not args.no_record:
             run.checked_trajectory_dir()  # episodes go only into the run (never through a symlink leading out)
         with CountProgress(args.episodes, "rollout", "episode") as progress:
-            if args.workers != 1 or args.ray:  # episodes split over processes or Ray tasks, seeded as in one process
+            if args.workers != 1 or args.ray:  # episodes split over processes or Ray workers, seeded as in one process
                 from maze_lab.train.ray_rollouts import rollout_loaded_run
 
                 result = rollout_loaded_run(run, args.episodes, args.workers,

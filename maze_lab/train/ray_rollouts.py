@@ -299,7 +299,7 @@ def rollout_loaded_run(run: Any, n_episodes: int, n_workers: int, backend: str =
                        deterministic: bool = True, seed: int | None = None, record_trajectory: bool = True,
                        record_frames: bool | None = None, address: str | None = None,
                        on_episodes: Callable[[int], None] | None = None) -> Any:
-    """``LoadedRun.rollout`` over ``n_workers`` processes or Ray tasks (``maze-lab rollout RUN --workers N``):
+    """``LoadedRun.rollout`` over ``n_workers`` processes or Ray workers (``maze-lab rollout RUN --workers N``):
     the run's ``which`` policy on its env, episodes recorded into the run's ``trajectories/`` (refused before anything
     is built where it leads out of the run)."""
     if record_trajectory:
