@@ -170,8 +170,11 @@ def test_a_background_run_gives_way_to_a_computing_cell_not_to_a_waiting_one(ker
     """While a cell computes, the background run pauses at its step boundaries so that the cell has the interpreter
     (maze_lab.core.utils.yielding, told of the cells by IPython's cell events); a cell that only waits (on an event)
     finds the pauses unused and the run backs off; a blocking run in a cell never pauses."""
+    # patience 0: the run must not stop early (no improvement for 15 epochs) before the last cells, which a fast
+    # machine reached after it had ended: then no pause happened at all
     kernel.ok("from maze_lab.core.utils import yielding\n"
-              "rc_y = RunContext(overrides=TINY, silent=True)\nh_y = rc_y.train_async(2000)")
+              "rc_y = RunContext(overrides={**TINY, 'algorithm.patience': 0}, silent=True)\n"
+              "h_y = rc_y.train_async(2000)")
     kernel.wait_for("h_y.progress.get('updates', 0) >= 2")
     # a pure-Python cell, busy until the run has made 5 pauses that the cell used (or 60 s; the assert says so)
     kernel.ok("import time as _t\n_c = yielding.counts\n_used0, _t0 = _c['pauses'] - _c['unused'], _t.monotonic()\n"
@@ -194,6 +197,7 @@ def test_a_background_run_gives_way_to_a_computing_cell_not_to_a_waiting_one(ker
         kernel.ok("1 + 1")
         if kernel.value("yielding.counts['cut_short'] - _cut0") > 0:
             break
+    assert kernel.value("h_y.running"), kernel.value("h_y.status")
     assert kernel.value("yielding.counts['cut_short'] - _cut0") > 0
     kernel.ok("h_y.stop(); h_y.wait(timeout=120)")
     # a blocking run trains in the cell itself: no pauses
