@@ -17,7 +17,9 @@ pytest.importorskip("ipykernel")
 from kernel_utils import Kernel  # noqa: E402
 
 TINY = {"algorithm.epoch_length": 2, "algorithm.n_rollout_steps": 16, "runner.concurrency": 2,
-        "algorithm.eval_repeats": 1}
+        "algorithm.eval_repeats": 1, "algorithm.patience": 0}
+"""Short epochs, and no early stop: with the default patience (15 epochs without improvement) a run stops after
+about 4 s on a fast machine, before the tests that need it running are done with it."""
 
 
 @pytest.fixture(scope="module")
@@ -170,11 +172,8 @@ def test_a_background_run_gives_way_to_a_computing_cell_not_to_a_waiting_one(ker
     """While a cell computes, the background run pauses at its step boundaries so that the cell has the interpreter
     (maze_lab.core.utils.yielding, told of the cells by IPython's cell events); a cell that only waits (on an event)
     finds the pauses unused and the run backs off; a blocking run in a cell never pauses."""
-    # patience 0: the run must not stop early (no improvement for 15 epochs) before the last cells, which a fast
-    # machine reached after it had ended: then no pause happened at all
     kernel.ok("from maze_lab.core.utils import yielding\n"
-              "rc_y = RunContext(overrides={**TINY, 'algorithm.patience': 0}, silent=True)\n"
-              "h_y = rc_y.train_async(2000)")
+              "rc_y = RunContext(overrides=TINY, silent=True)\nh_y = rc_y.train_async(2000)")
     kernel.wait_for("h_y.progress.get('updates', 0) >= 2")
     # a pure-Python cell, busy until the run has made 5 pauses that the cell used (or 60 s; the assert says so)
     kernel.ok("import time as _t\n_c = yielding.counts\n_used0, _t0 = _c['pauses'] - _c['unused'], _t.monotonic()\n"
