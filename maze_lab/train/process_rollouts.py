@@ -44,6 +44,21 @@ class ProcessWorkerError(WorkerError):
     """A rollout worker process raised (the message carries its traceback) or died (the message says how)."""
 
 
+def rollout_worker_error(failure: WorkerError, during: str, after_death: str | None = None) -> ProcessWorkerError:
+    """The error of a rollout worker process that raised or died ``during`` something (``starting``: building its envs
+    or policy), all rollout workers having been shut down; ``after_death``: a sentence added to a death's message."""
+    name = failure.worker.describe()
+    if isinstance(failure, WorkerRaised):
+        if during == "starting":
+            return ProcessWorkerError(f"{name} failed to start (building its envs or policy raised); all rollout "
+                                      f"workers were shut down. The worker's traceback:\n{failure.trace}")
+        return ProcessWorkerError(f"{name} raised while {during}; all rollout workers were shut down. The "
+                                  f"worker's traceback:\n{failure.trace}")
+    how = failure.how if isinstance(failure, WorkerDied) else None
+    aftermath = "all rollout workers were shut down" + (f". {after_death}" if after_death else "")
+    return ProcessWorkerError(died_message(name, how or "its pipe closed", aftermath, during))
+
+
 # ---- configuration --------------------------------------------------------------------------------------------
 
 
@@ -103,16 +118,7 @@ class ProcessEnvGroup(WorkerEnvGroup):
         self._stop_actors()  # no worker is left running; the next rollout may start fresh ones
 
     def _error(self, failure: WorkerError, during: str) -> ProcessWorkerError:
-        name = failure.worker.describe()
-        if isinstance(failure, WorkerRaised):
-            if during == "starting":
-                return ProcessWorkerError(f"{name} failed to start (building its envs or policy raised); all rollout "
-                                          f"workers were shut down. The worker's traceback:\n{failure.trace}")
-            return ProcessWorkerError(f"{name} raised while {during}; all rollout workers were shut down. The "
-                                      f"worker's traceback:\n{failure.trace}")
-        how = failure.how if isinstance(failure, WorkerDied) else None
-        return ProcessWorkerError(died_message(name, how or "its pipe closed", "all rollout workers were shut down. "
-                                               "The last checkpoint stays as it was", during))
+        return rollout_worker_error(failure, during, "The last checkpoint stays as it was")
 
     def _stop_actors(self) -> None:
         if self._finalizer is not None:

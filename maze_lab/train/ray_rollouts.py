@@ -24,7 +24,7 @@ import cloudpickle
 from maze_lab.core.log_stats.aggregation import EpochStatsAggregator
 from maze_lab.core.log_stats.writers import LogStatsWriter
 from maze_lab.core.utils import pickling
-from maze_lab.distributed.protocol import WorkerDied, WorkerError, WorkerRaised, died_message
+from maze_lab.distributed.protocol import WorkerDied, WorkerError, WorkerRaised
 
 # RayConnectionError is raised through this module's API (runner.address): imported for its callers too
 from maze_lab.distributed.ray_runtime import RayConnectionError, ensure_ray  # noqa: F401
@@ -189,19 +189,13 @@ def _rollout_episodes(setup: _RolloutSetup, cmd: str, data: tuple[int, int]) -> 
     return result
 
 
-def _parallel_rollout_error(failure: WorkerError, backend: str) -> RuntimeError:
+def _parallel_rollout_error(failure: WorkerError, backend: str, during: str) -> RuntimeError:
     """The error of a parallel-rollout worker that raised or died (all of them were shut down)."""
     if backend == "ray":
-        return ray_worker_error(RayWorkerError, failure, "rolling out", "rollout workers")
-    from maze_lab.train.process_rollouts import ProcessWorkerError
+        return ray_worker_error(RayWorkerError, failure, during, "rollout workers")
+    from maze_lab.train.process_rollouts import rollout_worker_error
 
-    name = failure.worker.describe()
-    if isinstance(failure, WorkerRaised):
-        return ProcessWorkerError(f"{name} raised while rolling out (or building its env or policy); all rollout "
-                                  f"workers were shut down. The worker's traceback:\n{failure.trace}")
-    how = failure.how if isinstance(failure, WorkerDied) else None
-    return ProcessWorkerError(died_message(name, how or "its pipe closed", "all rollout workers were shut down",
-                                           "rolling out"))
+    return rollout_worker_error(failure, during)
 
 
 def split_episodes(n_episodes: int, n_workers: int) -> list[tuple[int, int]]:
@@ -263,18 +257,18 @@ def parallel_rollout(env_factory: Callable[[], Any], policy: Any, n_episodes: in
         transport = ProcessTransport(what="parallel rollout worker processes",
                                      process_name="maze-lab-parallel-rollout")
     workers: list[Any] = []
+    during = "starting"
     try:
         for w in range(n_started):
             workers.append(transport.start(f"rollout worker {w}", partial(_build_rollout_worker, payload),
                                            _rollout_episodes))
         transport.gather(workers)  # built
+        during = "rolling out"
         answers = map_jobs(transport, workers, "run", parts,
                            on_answer=None if on_episodes is None
                            else lambda _, part: on_episodes(len(part.episode_rewards)))
-    except WorkerError as failure:
-        transport.shutdown(workers)
-        workers = []
-        raise _parallel_rollout_error(failure, transport.name) from None
+    except (WorkerDied, WorkerRaised) as failure:
+        raise _parallel_rollout_error(failure, transport.name, during) from None  # the workers end below
     finally:
         transport.shutdown(workers)
         if started:

@@ -251,9 +251,12 @@ class WorkerEnvGroup(EpochEpisodeStats):
         """Send one message per worker (None: send nothing) and receive one answer from each, in worker order (the
         wait releases the interpreter lock). A worker that raised or died stops all workers and is raised as the
         group's error naming it."""
+        self._require_workers()
+        return self._guarded(lambda: self.transport.gather(self.workers, messages), during)
+
+    def _require_workers(self) -> None:
         if not self.workers:
             raise RuntimeError(f"the {self.worker_label}s are not running (closed, or shut down after a failure)")
-        return self._guarded(lambda: self.transport.gather(self.workers, messages), during)
 
     def _guarded(self, talk: Callable[[], Any], during: str) -> Any:
         """``talk()`` to the workers: a worker that raised or died (a message to a dead local worker fails at once)
@@ -298,8 +301,7 @@ class WorkerEnvGroup(EpochEpisodeStats):
                         sampler: Any) -> list[tuple[Any, list[LogStats], float]]:
         """Every worker's rollout with the current weights of ``policy`` (in worker order): the weights go to the
         workers once per update (stored once for all of them), then one rollout command each."""
-        if not self.workers:
-            raise RuntimeError(f"the {self.worker_label}s are not running (closed, or shut down after a failure)")
+        self._require_workers()
         during = rolling_out(epoch)
         weights = flat_weights(policy)
         self._guarded(lambda: self.transport.broadcast(self.workers, "weights", weights), during)
