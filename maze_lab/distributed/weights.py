@@ -7,6 +7,7 @@ without a message each (:class:`SharedWeights`). Over Ray the same vector goes i
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,12 +34,18 @@ def load_flat_weights(tensors: list[Any], flat: np.ndarray) -> None:
     flat = np.asarray(flat, dtype=np.float32)
     if not flat.flags.writeable:  # e.g. an array of Ray's object store: torch wants memory it may write
         flat = flat.copy()
-    flat_t = torch.from_numpy(flat)
+    copy_flat(tensors, torch.from_numpy(flat))
+
+
+def copy_flat(tensors: Sequence[Any], flat: Any) -> None:
+    """Copy a flat tensor (any device) into ``tensors``, in order (in place: they never share memory with ``flat``)."""
+    import torch
+
     offset = 0
     with torch.no_grad():
         for t in tensors:
             n = t.numel()
-            t.copy_(flat_t[offset:offset + n].view_as(t))
+            t.copy_(flat[offset:offset + n].view_as(t))
             offset += n
 
 

@@ -30,6 +30,7 @@ from maze_lab.core.utils.log import get_logger
 from maze_lab.core.wrappers.log_stats_wrapper import LogStatsWrapper
 from maze_lab.distributed.protocol import NO_REPLY, WorkerDied, WorkerError, WorkerRaised, died_message
 from maze_lab.distributed.transport import ProcessTransport
+from maze_lab.distributed.weights import copy_flat
 from maze_lab.train.vector_env import pop_episode_stats
 
 _log = get_logger(__name__)
@@ -78,16 +79,8 @@ class _WorkerSpec:
     """Observation normalization statistics of a checkpoint, given to the env instead of estimating them."""
 
 
-def set_flat_parameters(params: Sequence[Any], flat: Any) -> None:
-    """Copy a flat tensor into ``params`` (in place: the parameters never share memory with ``flat``)."""
-    import torch
-
-    start = 0
-    with torch.no_grad():
-        for p in params:
-            n = p.numel()
-            p.copy_(flat[start:start + n].view_as(p))
-            start += n
+set_flat_parameters = copy_flat
+"""Copy a flat tensor into the policy's parameters (:func:`maze_lab.distributed.weights.copy_flat`)."""
 
 
 def play_episode(env: Any, policy: Any, seed: int, max_steps: int, deterministic: bool) -> tuple[float, int]:
